@@ -1,0 +1,3 @@
+module github.com/stockade/stockade
+
+go 1.26

@@ -1,0 +1,43 @@
+// Package label names the labels Stockade puts on everything it creates in
+// the engine (containers, volumes, networks, images), so that a sweep can find
+// and remove what a crashed process left behind, and remove nothing else.
+//
+// Rule: remove only what carries Managed=ManagedValue and the Owner (and,
+// for toolchain runs, the DataDir) of the caller.
+package label
+
+const (
+	// Managed marks an object as created by Stockade; its value is ManagedValue.
+	Managed = "io.stockade.managed"
+	// ManagedValue is the value of Managed.
+	ManagedValue = "true"
+	// Owner scopes sweeps: each process sharing an engine reaps only its owner's share.
+	Owner = "io.stockade.owner"
+	// Kind says what an object is for: KindSession, KindToolchain, KindProbe, KindImage.
+	Kind = "io.stockade.kind"
+	// Session is the session ID of a session sandbox and its volumes.
+	Session = "io.stockade.session"
+	// Run is the run ID of a toolchain run (inspect, maintain, scan).
+	Run = "io.stockade.run"
+	// Profile is the toolchain profile: acquire, mutate, execute or tool.
+	Profile = "io.stockade.profile"
+	// DataDir is a short hash of the data directory a toolchain run used; the
+	// lock on that directory makes reaping by it safe.
+	DataDir = "io.stockade.datadir"
+	// Spec is a digest of the parts of a session spec that must match for
+	// Provision to adopt an existing sandbox.
+	Spec = "io.stockade.spec"
+)
+
+// Kinds.
+const (
+	KindSession   = "session"
+	KindToolchain = "toolchain"
+	KindProbe     = "probe"
+	KindImage     = "image"
+)
+
+// Base returns the labels every object Stockade creates carries.
+func Base(owner, kind string) map[string]string {
+	return map[string]string{Managed: ManagedValue, Owner: owner, Kind: kind}
+}
