@@ -1,0 +1,3 @@
+module stockade.test/greet/v2
+
+go 1.22

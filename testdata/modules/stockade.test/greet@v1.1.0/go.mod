@@ -1,0 +1,3 @@
+module stockade.test/greet
+
+go 1.22

@@ -1,0 +1,3 @@
+module stockade.test/nextgo
+
+go 1.21
