@@ -1,0 +1,272 @@
+// Package container is the one place where Stockade turns what a container
+// should be into the engine's container configuration. Session sandboxes
+// (sandbox/docker) and toolchain profiles (internal/toolchain) both build
+// their containers here, so the hardening is written once.
+//
+// Threat model: the code in the container is hostile. The zero value of every
+// field is the most locked-down setting: no network, read-only root, every
+// capability dropped, no new privileges, the unprivileged user 65534, an
+// environment holding exactly Spec.Env, and default cpu, memory and pids
+// limits. Loosening is explicit and named (Network, Mount.Writable, CapAdd).
+package container
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// Default limits, applied when a Limits field is zero.
+const (
+	DefaultNanoCPUs    = 1_000_000_000 // one CPU, in billionths of a CPU
+	DefaultMemoryBytes = 1 << 30       // 1 GiB of memory, no swap
+	DefaultPidsLimit   = 256           // processes and threads
+	// DefaultTmpfsBytes is the size of a tmpfs whose SizeBytes is zero.
+	DefaultTmpfsBytes = 512 << 20
+	// NobodyUser is the user containers run as when Spec.User is empty.
+	NobodyUser = "65534:65534"
+	// NamePrefix starts the name of every container Stockade creates, so a
+	// leak is easy to spot with docker ps.
+	NamePrefix = "stockade-"
+)
+
+// ErrInvalidSpec reports a Spec that cannot be made into a safe container.
+var ErrInvalidSpec = errors.New("container: invalid spec")
+
+// Limits are the container's resource limits. A zero field takes its default.
+type Limits struct {
+	NanoCPUs    int64 // billionths of a CPU; 0 means DefaultNanoCPUs
+	MemoryBytes int64 // bytes, swap disabled; 0 means DefaultMemoryBytes
+	PidsLimit   int64 // 0 means DefaultPidsLimit
+}
+
+// MountType is how a Mount is made.
+type MountType string
+
+// Mount types.
+const (
+	Bind   MountType = "bind"   // a host directory or file
+	Volume MountType = "volume" // a named engine volume
+	Tmpfs  MountType = "tmpfs"  // memory-backed, gone with the container
+)
+
+// Mount is one filesystem the container sees besides its read-only root.
+// The zero Writable means read-only.
+type Mount struct {
+	Type   MountType
+	Source string // host path (Bind) or volume name (Volume); empty for Tmpfs
+	Target string // absolute, clean path in the container
+	// Writable mounts a bind or volume read-write; false mounts it read-only.
+	// A Tmpfs is always writable (it vanishes with the container).
+	Writable bool
+	// Exec allows executing files from a Tmpfs (the Go toolchain builds test
+	// binaries under /tmp). Bind and volume mounts are always exec.
+	Exec bool
+	// SizeBytes bounds a Tmpfs; 0 means DefaultTmpfsBytes.
+	SizeBytes int64
+	// Mode is a Tmpfs's permission bits; 0 means 01777.
+	Mode uint32
+}
+
+// Spec describes a container.
+type Spec struct {
+	Image string   // image ID or reference; required
+	Cmd   []string // argv; empty keeps the image's
+	// Env is the whole environment: the host's never leaks in. The image's
+	// own Env is added by the engine; images Stockade builds set only PATH.
+	Env     map[string]string
+	User    string // "uid:gid"; empty means NobodyUser
+	Workdir string // absolute; empty keeps the image's
+	// Network is "" or "none" (no interface but loopback), "bridge", or the
+	// name of a network.
+	Network string
+	Mounts  []Mount
+	Limits  Limits
+	// CapAdd names capabilities to give back after dropping all. Empty for
+	// everything Stockade runs today.
+	CapAdd   []string
+	Labels   map[string]string
+	Init     bool   // run docker-init as PID 1 to reap zombies
+	Hostname string // empty lets the engine choose
+	// StopTimeout is how long the engine waits between SIGTERM and SIGKILL
+	// on stop, in seconds; 0 means 1.
+	StopTimeout int
+}
+
+// Config returns the engine configuration for s: the hardening is applied
+// here and nowhere else.
+func (s Spec) Config() (dockerapi.ContainerConfig, error) {
+	if s.Image == "" {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: no image", ErrInvalidSpec)
+	}
+	if s.Workdir != "" && !cleanAbs(s.Workdir) {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: workdir %q is not an absolute clean path", ErrInvalidSpec, s.Workdir)
+	}
+	env, err := envList(s.Env)
+	if err != nil {
+		return dockerapi.ContainerConfig{}, err
+	}
+	user := s.User
+	if user == "" {
+		user = NobodyUser
+	}
+	if uid, _, _ := strings.Cut(user, ":"); uid == "0" || uid == "root" {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: containers never run as root", ErrInvalidSpec)
+	}
+	network := s.Network
+	if network == "" {
+		network = "none"
+	}
+	if network == "host" || strings.HasPrefix(network, "container:") {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: network mode %q shares another namespace", ErrInvalidSpec, network)
+	}
+	stop := s.StopTimeout
+	if stop <= 0 {
+		stop = 1
+	}
+	lim := s.Limits.withDefaults()
+	pids := lim.PidsLimit
+	init := s.Init
+	cfg := dockerapi.ContainerConfig{
+		Image:           s.Image,
+		Cmd:             s.Cmd,
+		Env:             env,
+		User:            user,
+		WorkingDir:      s.Workdir,
+		Labels:          s.Labels,
+		Hostname:        s.Hostname,
+		NetworkDisabled: network == "none",
+		StopTimeout:     &stop,
+		HostConfig: dockerapi.HostConfig{
+			ReadonlyRootfs: true,
+			NetworkMode:    network,
+			CapDrop:        []string{"ALL"},
+			CapAdd:         s.CapAdd,
+			SecurityOpt:    []string{"no-new-privileges"},
+			Privileged:     false,
+			Memory:         lim.MemoryBytes,
+			MemorySwap:     lim.MemoryBytes, // equal to Memory: no swap
+			NanoCPUs:       lim.NanoCPUs,
+			PidsLimit:      &pids,
+			Init:           &init,
+			IpcMode:        "private",
+			ShmSize:        64 << 20,
+		},
+	}
+	seen := map[string]bool{}
+	for _, m := range s.Mounts {
+		if !cleanAbs(m.Target) || m.Target == "/" {
+			return dockerapi.ContainerConfig{}, fmt.Errorf("%w: mount target %q is not an absolute clean path below /", ErrInvalidSpec, m.Target)
+		}
+		if seen[m.Target] {
+			return dockerapi.ContainerConfig{}, fmt.Errorf("%w: two mounts at %q", ErrInvalidSpec, m.Target)
+		}
+		seen[m.Target] = true
+		switch m.Type {
+		case Bind, Volume:
+			if m.Source == "" {
+				return dockerapi.ContainerConfig{}, fmt.Errorf("%w: %s mount at %q has no source", ErrInvalidSpec, m.Type, m.Target)
+			}
+			if m.Type == Bind && !cleanAbs(m.Source) {
+				return dockerapi.ContainerConfig{}, fmt.Errorf("%w: bind source %q is not an absolute clean path", ErrInvalidSpec, m.Source)
+			}
+			dm := dockerapi.Mount{Type: string(m.Type), Source: m.Source, Target: m.Target, ReadOnly: !m.Writable}
+			if m.Type == Bind {
+				// No propagation back to the host, and submounts are not
+				// dragged in.
+				dm.BindOptions = &dockerapi.BindOptions{Propagation: "rprivate", NonRecursive: true}
+			} else {
+				dm.VolumeOptions = &dockerapi.VolumeOptions{NoCopy: true}
+			}
+			cfg.HostConfig.Mounts = append(cfg.HostConfig.Mounts, dm)
+		case Tmpfs:
+			if cfg.HostConfig.Tmpfs == nil {
+				cfg.HostConfig.Tmpfs = map[string]string{}
+			}
+			cfg.HostConfig.Tmpfs[m.Target] = m.tmpfsOptions()
+		default:
+			return dockerapi.ContainerConfig{}, fmt.Errorf("%w: mount type %q", ErrInvalidSpec, m.Type)
+		}
+	}
+	return cfg, nil
+}
+
+func (m Mount) tmpfsOptions() string {
+	size := m.SizeBytes
+	if size <= 0 {
+		size = DefaultTmpfsBytes
+	}
+	mode := m.Mode
+	if mode == 0 {
+		mode = 0o1777
+	}
+	opts := []string{"rw", "nosuid", "nodev", fmt.Sprintf("size=%d", size), fmt.Sprintf("mode=%o", mode)}
+	if m.Exec {
+		opts = append(opts, "exec")
+	} else {
+		opts = append(opts, "noexec")
+	}
+	return strings.Join(opts, ",")
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.NanoCPUs <= 0 {
+		l.NanoCPUs = DefaultNanoCPUs
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.PidsLimit <= 0 {
+		l.PidsLimit = DefaultPidsLimit
+	}
+	return l
+}
+
+// ClampCPUs bounds nanoCPUs to what an engine with ncpu CPUs can give; the
+// engine refuses a NanoCPUs above its CPU count.
+func ClampCPUs(nanoCPUs int64, ncpu int) int64 {
+	if max := int64(ncpu) * 1_000_000_000; ncpu > 0 && nanoCPUs > max {
+		return max
+	}
+	return nanoCPUs
+}
+
+// envList renders env sorted, refusing names the engine would misread.
+func envList(env map[string]string) ([]string, error) {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("%w: environment name %q", ErrInvalidSpec, k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("%w: environment value of %q has a NUL byte", ErrInvalidSpec, k)
+		}
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func cleanAbs(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsRune(p, 0)
+}
+
+// RandomName returns NamePrefix + kind + "-" + 12 random hex digits.
+func RandomName(kind string) string {
+	return NamePrefix + kind + "-" + RandomHex(6)
+}
+
+// RandomHex returns 2n random hex digits.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,226 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// Default budgets of the phases of Run. Each phase after the command gets its
+// own, started when the phase starts, so a command that ran longer than any
+// one of them still has its logs read and its container removed.
+const (
+	DefaultCreateBudget = 30 * time.Second
+	DefaultStartBudget  = 30 * time.Second
+	DefaultKillBudget   = 10 * time.Second
+	DefaultLogsBudget   = 60 * time.Second
+	DefaultRemoveBudget = 30 * time.Second
+	// DefaultOutputCap is how much of each of stdout and stderr Run keeps, in
+	// bytes, when RunOptions.OutputCap is zero.
+	DefaultOutputCap = 4 << 20
+)
+
+// Budgets bound each engine phase of Run; a zero field takes its default.
+type Budgets struct {
+	Create, Start, Kill, Logs, Remove time.Duration
+}
+
+func (b Budgets) withDefaults() Budgets {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&b.Create, DefaultCreateBudget)
+	def(&b.Start, DefaultStartBudget)
+	def(&b.Kill, DefaultKillBudget)
+	def(&b.Logs, DefaultLogsBudget)
+	def(&b.Remove, DefaultRemoveBudget)
+	return b
+}
+
+// RunOptions configure Run.
+type RunOptions struct {
+	// Name is the container's name; empty means RandomName("run").
+	Name string
+	// Timeout bounds the command's run time, from start to exit; at it the
+	// container is killed and the result says TimedOut. Zero means no bound
+	// other than ctx.
+	Timeout time.Duration
+	// OutputCap is how many bytes of each stream to keep; the rest is
+	// counted and flagged as truncated. Zero means DefaultOutputCap.
+	OutputCap int64
+	Budgets   Budgets
+	// Keep leaves the container in place after the run (tests use it to
+	// simulate a crashed process). Normally false: Run always removes.
+	Keep   bool
+	Logger *slog.Logger // nil discards
+}
+
+// Result is what the command did. Everything here is data about the
+// untrusted code, never a failure of Stockade's.
+type Result struct {
+	ContainerID     string
+	ExitCode        int  // the command's exit status; 137 when killed
+	TimedOut        bool // killed at RunOptions.Timeout
+	OOMKilled       bool // the kernel killed it for memory
+	Stdout, Stderr  []byte
+	StdoutBytes     int64 // bytes written, kept or not
+	StderrBytes     int64
+	StdoutTruncated bool
+	StderrTruncated bool
+	Phases          Phases
+}
+
+// Truncated reports whether either stream passed the cap.
+func (r Result) Truncated() bool { return r.StdoutTruncated || r.StderrTruncated }
+
+// Phases are the wall-clock durations of Run's phases.
+type Phases struct {
+	Create, Start, Wait, Logs, Remove time.Duration
+}
+
+// Engine is the part of the engine client Run uses.
+type Engine interface {
+	ContainerCreate(ctx context.Context, name string, cfg dockerapi.ContainerConfig) (string, error)
+	ContainerStart(ctx context.Context, id string) error
+	ContainerWait(ctx context.Context, id, condition string) (dockerapi.WaitResult, error)
+	ContainerKill(ctx context.Context, id, signal string) error
+	ContainerInspect(ctx context.Context, id string) (dockerapi.ContainerJSON, error)
+	ContainerLogs(ctx context.Context, id string, opts dockerapi.LogsOptions, stdout, stderr io.Writer) error
+	ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error
+}
+
+// Run creates a container from s, runs it to completion (or to its timeout
+// or ctx's end), collects its capped output and removes it. Kill, log
+// collection and removal run on contexts detached from ctx with their own
+// budgets, so cancellation cannot skip the cleanup.
+//
+// A command that failed, timed out, ran out of memory or flooded its output
+// is a Result; an error means the engine or Stockade failed, or ctx ended
+// (then the error wraps ctx.Err()).
+func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (Result, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := o.Budgets.withDefaults()
+	capBytes := o.OutputCap
+	if capBytes <= 0 {
+		capBytes = DefaultOutputCap
+	}
+	name := o.Name
+	if name == "" {
+		name = RandomName("run")
+	}
+	cfg, err := s.Config()
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+
+	t := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, b.Create)
+	id, err := eng.ContainerCreate(cctx, name, cfg)
+	cancel()
+	res.Phases.Create = time.Since(t)
+	if err != nil {
+		// A create the engine finished after our deadline, or whose answer
+		// was lost, leaves a container behind; remove it by its (random)
+		// name. An answer from the engine means nothing was created, and the
+		// name may then be someone else's.
+		var apiErr *dockerapi.Error
+		if !errors.As(err, &apiErr) {
+			removeDetached(ctx, eng, name, b.Remove, log)
+		}
+		return res, fmt.Errorf("container: create %s: %w", name, err)
+	}
+	res.ContainerID = id
+	log = log.With("container", name, "image", s.Image)
+	if !o.Keep {
+		defer func() {
+			t := time.Now()
+			removeDetached(ctx, eng, id, b.Remove, log)
+			res.Phases.Remove = time.Since(t)
+		}()
+	}
+
+	t = time.Now()
+	sctx, cancel := context.WithTimeout(ctx, b.Start)
+	err = eng.ContainerStart(sctx, id)
+	cancel()
+	res.Phases.Start = time.Since(t)
+	if err != nil {
+		return res, fmt.Errorf("container: start %s: %w", name, err)
+	}
+
+	t = time.Now()
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if o.Timeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, o.Timeout)
+	}
+	_, werr := eng.ContainerWait(wctx, id, dockerapi.WaitNotRunning)
+	timedOut := werr != nil && errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	res.Phases.Wait = time.Since(t)
+	if werr != nil {
+		// Timeout, cancellation or a broken wait: kill, then wait for the
+		// exit on a detached context so the logs are complete.
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
+		if err := eng.ContainerKill(kctx, id, "KILL"); err != nil && !errors.Is(err, dockerapi.ErrNotRunning) {
+			log.Warn("kill failed", "err", err)
+		}
+		if _, err := eng.ContainerWait(kctx, id, dockerapi.WaitNotRunning); err != nil {
+			log.Warn("wait after kill failed", "err", err)
+		}
+		kcancel()
+		if !timedOut {
+			if ctx.Err() != nil {
+				return res, fmt.Errorf("container: run %s: %w", name, ctx.Err())
+			}
+			return res, fmt.Errorf("container: wait %s: %w", name, werr)
+		}
+		res.TimedOut = true
+	}
+
+	// Inspect for the exit code and the OOM flag: the wait answer does not
+	// carry OOMKilled.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
+	st, err := eng.ContainerInspect(ictx, id)
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("container: inspect %s: %w", name, err)
+	}
+	res.ExitCode = st.State.ExitCode
+	res.OOMKilled = st.State.OOMKilled
+
+	t = time.Now()
+	stdout, stderr := dockerapi.NewBuffer(capBytes), dockerapi.NewBuffer(capBytes)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Logs)
+	err = eng.ContainerLogs(lctx, id, dockerapi.LogsOptions{Stdout: true, Stderr: true}, stdout, stderr)
+	cancel()
+	res.Phases.Logs = time.Since(t)
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.StdoutBytes, res.StderrBytes = stdout.Total(), stderr.Total()
+	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	if err != nil {
+		return res, fmt.Errorf("container: logs %s: %w", name, err)
+	}
+	log.Debug("container done", "exit", res.ExitCode, "timedout", res.TimedOut, "oom", res.OOMKilled, "dur", res.Phases.Wait)
+	return res, nil
+}
+
+// removeDetached force-removes id (and its anonymous volumes) with its own
+// budget, whatever state ctx is in. A container already gone is fine.
+func removeDetached(ctx context.Context, eng Engine, id string, budget time.Duration, log *slog.Logger) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	defer cancel()
+	if err := eng.ContainerRemove(rctx, id, dockerapi.RemoveOptions{Force: true, Volumes: true}); err != nil && !errors.Is(err, dockerapi.ErrNotFound) {
+		log.Warn("remove failed", "container", id, "err", err)
+	}
+}

@@ -1,0 +1,58 @@
+// Package enginetest gives tests a real engine client. Without a reachable
+// engine the test is skipped, unless STOCKADE_REQUIRE_ENGINE=1, when it fails:
+// CI sets it so engine tests can never silently pass by skipping.
+package enginetest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// RequireEnv is the variable that turns a missing engine into a failure.
+const RequireEnv = "STOCKADE_REQUIRE_ENGINE"
+
+// Required reports whether RequireEnv is set to 1.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Client returns a client for the engine New finds, after a ping. It skips or
+// fails t when there is none.
+func Client(t testing.TB) *dockerapi.Client {
+	t.Helper()
+	c, err := dockerapi.New("")
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.Ping(ctx)
+		cancel()
+	}
+	if err != nil {
+		if Required() {
+			t.Fatalf("engine required (%s=1) but not reachable: %v", RequireEnv, err)
+		}
+		t.Skipf("no engine reachable (set %s=1 to fail instead): %v", RequireEnv, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Owner returns a label owner unique to this test process and name, so
+// concurrent test packages never sweep each other's objects.
+func Owner(t testing.TB) string {
+	return "test-" + sanitize(t.Name()) + "-" + time.Now().Format("150405.000000")
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 60 {
+		b = b[:60]
+	}
+	return string(b)
+}

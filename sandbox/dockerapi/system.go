@@ -1,0 +1,56 @@
+package dockerapi
+
+import (
+	"context"
+	"net/http"
+)
+
+// Ping checks that the engine answers and negotiates the API version.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.APIVersion(ctx)
+	return err
+}
+
+// Version is the engine's GET /version answer (the fields Stockade uses).
+type Version struct {
+	Version       string `json:"Version"`
+	APIVersion    string `json:"ApiVersion"`
+	MinAPIVersion string `json:"MinAPIVersion"`
+	Os            string `json:"Os"`
+	Arch          string `json:"Arch"`
+	KernelVersion string `json:"KernelVersion"`
+}
+
+// Version returns the engine's version.
+func (c *Client) Version(ctx context.Context) (Version, error) {
+	var v Version
+	err := c.call(ctx, request{method: http.MethodGet, path: "/version"}, nil, &v)
+	return v, err
+}
+
+// Info is the engine's GET /info answer (the fields Stockade uses).
+type Info struct {
+	ID              string   `json:"ID"`
+	Name            string   `json:"Name"`
+	NCPU            int      `json:"NCPU"`
+	MemTotal        int64    `json:"MemTotal"` // bytes
+	OperatingSystem string   `json:"OperatingSystem"`
+	OSType          string   `json:"OSType"`
+	Architecture    string   `json:"Architecture"`
+	ServerVersion   string   `json:"ServerVersion"`
+	Driver          string   `json:"Driver"`
+	CgroupDriver    string   `json:"CgroupDriver"`
+	CgroupVersion   string   `json:"CgroupVersion"`
+	SecurityOptions []string `json:"SecurityOptions"`
+	PidsLimit       bool     `json:"PidsLimit"`
+	MemoryLimit     bool     `json:"MemoryLimit"`
+	SwapLimit       bool     `json:"SwapLimit"`
+	KernelVersion   string   `json:"KernelVersion"`
+}
+
+// Info returns system-wide information.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	var v Info
+	err := c.call(ctx, request{method: http.MethodGet, path: "/info"}, nil, &v)
+	return v, err
+}
