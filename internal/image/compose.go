@@ -1,0 +1,330 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/stockade/stockade/internal/label"
+)
+
+// formatVersion names the layout this file composes. Bump it whenever the
+// layers or config change for the same inputs, so the inputs digest says so.
+const formatVersion = "1"
+
+// applets are the busybox applets linked into /bin: what sh scripts and the
+// session helpers call, nothing that administers a machine. A busybox built
+// without one of them answers "applet not found" for that name only.
+var applets = []string{
+	"[", "awk", "basename", "cat", "chmod", "cmp", "cp", "cut", "date", "dd",
+	"diff", "dirname", "du", "echo", "egrep", "env", "expr", "false", "fgrep",
+	"find", "grep", "gunzip", "gzip", "head", "id", "kill", "ln", "ls",
+	"md5sum", "mkdir", "mkfifo", "mktemp", "mv", "nproc", "od", "printf",
+	"ps", "pwd", "readlink", "realpath", "rm", "rmdir", "sed", "seq", "setsid",
+	"sh", "sha256sum", "sleep", "sort", "stat", "tail", "tar", "tee", "test",
+	"timeout", "touch", "tr", "true", "uname", "uniq", "unzip", "wc", "which",
+	"whoami", "xargs", "yes", "zcat",
+}
+
+// The files of /etc. Root and nobody (65534:65534) are the only users;
+// nobody's home is /tmp because it is the only place a read-only root leaves
+// writable, and tools that default to $HOME then work.
+const (
+	etcPasswd = "root:x:0:0:root:/root:/bin/sh\n" +
+		"nobody:x:65534:65534:nobody:/tmp:/bin/false\n"
+	etcGroup = "root:x:0:\n" +
+		"nobody:x:65534:\n"
+	etcNsswitch = "hosts: files dns\n"
+)
+
+// baseLayer plans the layer every Stockade image starts with: /etc, a
+// sticky world-writable /tmp (a tmpfs mounted over a 0755 /tmp keeps that
+// mode on some engines, leaving it unwritable for nobody), and busybox with
+// its applet links when bb is not empty.
+func baseLayer(bb string, bbSize int64) *layer {
+	l := &layer{what: "base"}
+	dir := func(name string, mode int64) {
+		l.entries = append(l.entries, entry{name: name + "/", typ: tar.TypeDir, mode: mode})
+	}
+	file := func(name, data string) {
+		l.entries = append(l.entries, entry{name: name, typ: tar.TypeReg, mode: 0o644, size: int64(len(data)), data: []byte(data)})
+	}
+	link := func(name, target string) {
+		l.entries = append(l.entries, entry{name: name, typ: tar.TypeSymlink, mode: 0o777, link: target})
+	}
+	dir("bin", 0o755)
+	if bb != "" {
+		l.entries = append(l.entries, entry{name: "bin/busybox", typ: tar.TypeReg, mode: 0o755, size: bbSize, src: bb})
+		for _, a := range applets {
+			link("bin/"+a, "busybox")
+		}
+	}
+	dir("etc", 0o755)
+	file("etc/group", etcGroup)
+	file("etc/nsswitch.conf", etcNsswitch)
+	file("etc/passwd", etcPasswd)
+	dir("root", 0o700)
+	dir("tmp", 0o1777)
+	dir("usr", 0o755)
+	dir("usr/bin", 0o755)
+	if bb != "" {
+		link("usr/bin/env", "/bin/busybox") // for #!/usr/bin/env scripts
+	}
+	sort.Slice(l.entries, func(i, j int) bool { return l.entries[i].name < l.entries[j].name })
+	return l
+}
+
+// config is the image config (the JSON whose sha256 is the image ID), with
+// only the fields Stockade sets.
+type config struct {
+	Architecture string          `json:"architecture"`
+	OS           string          `json:"os"`
+	Created      string          `json:"created"`
+	Config       containerConfig `json:"config"`
+	RootFS       rootFS          `json:"rootfs"`
+	History      []history       `json:"history"`
+}
+
+type containerConfig struct {
+	User   string            `json:"User,omitempty"`
+	Env    []string          `json:"Env,omitempty"`
+	Cmd    []string          `json:"Cmd,omitempty"`
+	Labels map[string]string `json:"Labels,omitempty"`
+}
+
+type rootFS struct {
+	Type    string   `json:"type"`
+	DiffIDs []string `json:"diff_ids"`
+}
+
+type history struct {
+	Created   string `json:"created"`
+	CreatedBy string `json:"created_by"`
+}
+
+// manifestEntry is one image of a docker-archive's manifest.json.
+type manifestEntry struct {
+	Config   string   `json:"Config"`
+	RepoTags []string `json:"RepoTags"`
+	Layers   []string `json:"Layers"`
+}
+
+// plan is an image ready to be written: layers hashed, config and manifest
+// encoded. Writing it twice gives the same bytes as long as the inputs on
+// the host have not changed.
+type plan struct {
+	tc       *toolchain // nil for a base image
+	busybox  string     // host path, "" for none
+	bbDigest string
+	arch     string // GOARCH of the binaries
+	layers   []*layer
+	config   []byte
+	id       string // "sha256:<hex>" of config
+	inputs   string
+	tags     []string
+	manifest []byte
+}
+
+// compose hashes the layers and builds the config and manifest.
+func compose(ctx context.Context, tc *toolchain, bb *busybox, tag string) (*plan, error) {
+	p := &plan{tc: tc}
+	arch := ""
+	var bbSize int64
+	if bb != nil {
+		p.busybox, p.bbDigest, bbSize, arch = bb.path, bb.digest, bb.size, bb.arch
+	}
+	p.layers = append(p.layers, baseLayer(p.busybox, bbSize))
+	if tc != nil {
+		arch = tc.goarch
+		gl, err := goLayer(ctx, tc)
+		if err != nil {
+			return nil, err
+		}
+		p.layers = append(p.layers, gl)
+	}
+	for _, l := range p.layers {
+		if err := l.hash(ctx); err != nil {
+			return nil, fmt.Errorf("image: %w", err)
+		}
+	}
+
+	labels := map[string]string{
+		label.Managed: label.ManagedValue,
+		label.Kind:    label.KindImage,
+		LabelFormat:   formatVersion,
+	}
+	inputs := "format " + formatVersion + "\n"
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd := []string{"/bin/sh"}
+	if p.busybox != "" {
+		labels[LabelBusybox] = p.bbDigest
+		inputs += "busybox " + p.bbDigest + "\n"
+	}
+	if tc != nil {
+		goLayer := p.layers[1]
+		labels[LabelGoVersion] = tc.version
+		labels[LabelGoRoot] = goLayer.diffID
+		inputs += "go " + tc.version + " " + goLayer.diffID + "\n"
+		env = []string{
+			"PATH=" + GoRootInImage + "/bin:/usr/local/bin:/usr/bin:/bin",
+			"GOROOT=" + GoRootInImage,
+			"GOTOOLCHAIN=local", // never download another Go
+			"CGO_ENABLED=0",     // the image has no C compiler
+		}
+		if p.busybox == "" {
+			cmd = []string{GoRootInImage + "/bin/go", "version"}
+		}
+	}
+	p.arch = arch
+	sum := sha256.Sum256([]byte(inputs))
+	p.inputs = "sha256:" + hex.EncodeToString(sum[:])
+	labels[LabelInputs] = p.inputs
+
+	created := epoch.Format("2006-01-02T15:04:05Z")
+	c := config{
+		Architecture: arch,
+		OS:           "linux",
+		Created:      created,
+		Config:       containerConfig{User: "65534:65534", Env: env, Cmd: cmd, Labels: labels},
+		RootFS:       rootFS{Type: "layers"},
+	}
+	for _, l := range p.layers {
+		c.RootFS.DiffIDs = append(c.RootFS.DiffIDs, l.diffID)
+		by := "stockade image build: " + l.what
+		switch {
+		case l.what == "base" && p.busybox != "":
+			by += " with busybox " + p.bbDigest
+		case l.what == "go":
+			by += " " + tc.version + " at " + GoRootInImage
+		}
+		c.History = append(c.History, history{Created: created, CreatedBy: by})
+	}
+	var err error
+	if p.config, err = json.Marshal(c); err != nil {
+		return nil, fmt.Errorf("image: encode config: %w", err)
+	}
+	cs := sha256.Sum256(p.config)
+	p.id = "sha256:" + hex.EncodeToString(cs[:])
+
+	p.tags = []string{tag}
+	m := []manifestEntry{{Config: p.configName(), RepoTags: p.tags}}
+	for _, l := range p.layers {
+		m[0].Layers = append(m[0].Layers, layerName(l))
+	}
+	if p.manifest, err = json.Marshal(m); err != nil {
+		return nil, fmt.Errorf("image: encode manifest: %w", err)
+	}
+	return p, nil
+}
+
+func (p *plan) configName() string { return strings.TrimPrefix(p.id, "sha256:") + ".json" }
+
+func layerName(l *layer) string { return strings.TrimPrefix(l.diffID, "sha256:") + "/layer.tar" }
+
+// headers returns the archive's tar headers in write order.
+func (p *plan) headers() []*tar.Header {
+	file := func(name string, size int64) *tar.Header {
+		return &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: epoch, Format: tar.FormatPAX}
+	}
+	hs := []*tar.Header{
+		file("manifest.json", int64(len(p.manifest))),
+		file(p.configName(), int64(len(p.config))),
+	}
+	for _, l := range p.layers {
+		dir := strings.TrimPrefix(l.diffID, "sha256:") + "/"
+		hs = append(hs,
+			&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX},
+			file(layerName(l), l.size))
+	}
+	return hs
+}
+
+// writeArchive writes the docker-archive (manifest.json, the config named
+// by its digest, one directory per layer) to w, streaming each layer from
+// the host files. A layer whose bytes differ from the hashing pass (a file
+// changed meanwhile) is an error before the archive ends, so the engine
+// never loads an image whose ID lies.
+func (p *plan) writeArchive(ctx context.Context, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	hs := p.headers()
+	if err := tw.WriteHeader(hs[0]); err != nil {
+		return err
+	}
+	if _, err := tw.Write(p.manifest); err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(hs[1]); err != nil {
+		return err
+	}
+	if _, err := tw.Write(p.config); err != nil {
+		return err
+	}
+	for i, l := range p.layers {
+		if err := tw.WriteHeader(hs[2+2*i]); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(hs[3+2*i]); err != nil {
+			return err
+		}
+		h := sha256.New()
+		cw := &countWriter{w: io.MultiWriter(tw, h)}
+		if err := l.write(ctx, cw); err != nil {
+			return fmt.Errorf("image: %w", err)
+		}
+		if got := digest(h); got != l.diffID || cw.n != l.size {
+			return fmt.Errorf("image: %s layer changed while building: %s (%d bytes), planned %s (%d bytes)", l.what, got, cw.n, l.diffID, l.size)
+		}
+	}
+	return tw.Close()
+}
+
+// busybox is a checked busybox binary on the host.
+type busybox struct {
+	path   string
+	digest string // sha256 of the file
+	size   int64
+	arch   string
+}
+
+// inspectBusybox checks that name is a static Linux executable and hashes it.
+func inspectBusybox(name string) (*busybox, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	arch, err := elfArch(name)
+	if err != nil {
+		return nil, err
+	}
+	static, err := isStatic(name)
+	if err != nil {
+		return nil, err
+	}
+	if !static {
+		return nil, fmt.Errorf("%s: dynamically linked (install busybox-static)", name)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return nil, err
+	}
+	if n != fi.Size() {
+		return nil, fmt.Errorf("%s: changed while reading", name)
+	}
+	return &busybox{path: name, digest: digest(h), size: n, arch: arch}, nil
+}

@@ -1,0 +1,365 @@
+// Package image builds Stockade's toolchain images offline, from what the
+// machine already has: the Go toolchain (a GOROOT) and a static busybox.
+//
+// Threat model: the images run untrusted code, so they hold nothing but
+// the toolchain, a shell and two users, and default to the unprivileged
+// one (65534). They are built without a registry: machines behind an air
+// gap, and ours, cannot pull. Their contents are the inputs and nothing
+// else (fixed times, root-owned files, normalised modes), so the same
+// inputs give the same image ID on every machine, and callers pin the image
+// by that ID as they would pin a registry digest.
+//
+// The archive is composed here and streamed to the engine's image load;
+// GOROOT is never held in memory.
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// GoRootInImage is where the toolchain sits in the image; its bin is on PATH.
+const GoRootInImage = "/usr/local/go"
+
+// DefaultBusybox is where Debian's busybox-static installs busybox.
+const DefaultBusybox = "/bin/busybox"
+
+// BaseTag is the default tag of an image built with NoGo.
+const BaseTag = "stockade/base:local"
+
+// Labels on every image Build makes, besides label.Managed and label.Kind
+// (KindImage). They are part of the config, so part of the ID.
+const (
+	// LabelGoVersion is the Go version, such as "go1.26.8"; absent with NoGo.
+	LabelGoVersion = "io.stockade.image.go-version"
+	// LabelGoRoot is the sha256 of the Go layer as composed (the toolchain
+	// after trimming); absent with NoGo.
+	LabelGoRoot = "io.stockade.image.goroot"
+	// LabelBusybox is the sha256 of the busybox binary; absent without one.
+	LabelBusybox = "io.stockade.image.busybox"
+	// LabelInputs digests the inputs together with the layout version: two
+	// images with the same value were built from the same things.
+	LabelInputs = "io.stockade.image.inputs"
+	// LabelFormat is the version of the layout Build composes.
+	LabelFormat = "io.stockade.image.format"
+)
+
+// Options say what to build. The zero value builds the Go toolchain image
+// from the `go` on PATH, with the host's static busybox if it has one.
+type Options struct {
+	// GoRoot is the host directory of a Linux Go toolchain, copied to
+	// GoRootInImage. Empty means the GOROOT of the `go` command on PATH.
+	// It must be empty when NoGo is set.
+	GoRoot string
+
+	// NoGo builds the base image only: /etc, /tmp and busybox. Tests of the
+	// session sandboxes use it; it needs a busybox.
+	NoGo bool
+
+	// Busybox is the host path of a static busybox, linked as /bin/sh and
+	// the other applets. Empty means DefaultBusybox if it exists and is
+	// static; otherwise the image has no shell and runs argv only. A path
+	// that is not a static executable of the toolchain's architecture is
+	// an error.
+	Busybox string
+
+	// NoBusybox leaves busybox out even when the host has one.
+	NoBusybox bool
+
+	// Tag is the name:tag the loaded image gets. Empty means
+	// "stockade/go:<version>-local", or BaseTag with NoGo.
+	Tag string
+
+	// Logger receives progress (keys image, phase, dur); nil discards.
+	Logger *slog.Logger
+}
+
+// Result describes a built image.
+type Result struct {
+	ID        string   // "sha256:<hex>", the digest of the config: pin this
+	Tags      []string // name:tag the image was loaded with
+	GoVersion string   // "go1.26.8"; empty with NoGo
+	Platform  string   // "linux/amd64"
+	GoRoot    string   // host directory copied; empty with NoGo
+	Busybox   string   // host path of the busybox copied; empty for none
+	Inputs    string   // value of LabelInputs
+	Size      int64    // bytes, as the engine counts the image
+	Loaded    bool     // false when the engine already had the image
+}
+
+// Engine is what Build needs from an engine client; *dockerapi.Client
+// implements it.
+type Engine interface {
+	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
+	ImageLoad(ctx context.Context, r io.Reader) (dockerapi.LoadResult, error)
+}
+
+// tagger is an Engine that can also tag; Build uses it, when present, to
+// restore a tag on an image the engine already has instead of loading it
+// again.
+type tagger interface {
+	ImageTag(ctx context.Context, ref, repo, tag string) error
+}
+
+// ErrNothingToBuild reports Options with NoGo and no busybox.
+var ErrNothingToBuild = errors.New("image: nothing to build: no Go and no busybox")
+
+// ErrInvalidTag reports an Options.Tag that is not a lowercase name:tag.
+var ErrInvalidTag = errors.New("image: invalid tag")
+
+// tagRE is a name:tag without a registry host: lowercase path components,
+// then an explicit tag.
+var tagRE = regexp.MustCompile(`^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// loadCheckTimeout bounds the inspect that confirms a load and the tag
+// call, run even when ctx was cancelled after the upload ended.
+const loadCheckTimeout = 30 * time.Second
+
+// Build composes the image opts describe and loads it into eng unless eng
+// already has an image with that ID. Composing reads every input file
+// once to hash it; loading reads them again while streaming.
+func Build(ctx context.Context, eng Engine, opts Options) (Result, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	p, err := prepare(ctx, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	res := p.result()
+	log.Info("composed", "image", res.ID, "phase", "compose", "dur", time.Since(start))
+
+	img, err := eng.ImageInspect(ctx, p.id)
+	switch {
+	case err == nil && hasAll(img.RepoTags, p.tags):
+		res.Size = img.Size
+		log.Info("already loaded", "image", res.ID, "phase", "inspect")
+		return res, nil
+	case err == nil:
+		if t, ok := eng.(tagger); ok {
+			if err := tagAll(ctx, t, p.id, p.tags); err != nil {
+				return Result{}, err
+			}
+			res.Size = img.Size
+			return res, nil
+		}
+		// Without a tag call, loading again restores the tag.
+	case !errors.Is(err, dockerapi.ErrNotFound):
+		return Result{}, fmt.Errorf("image: inspect %s: %w", p.id, err)
+	}
+
+	start = time.Now()
+	if err := load(ctx, eng, p); err != nil {
+		return Result{}, err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadCheckTimeout)
+	defer cancel()
+	img, err = eng.ImageInspect(cctx, p.id)
+	if err != nil {
+		return Result{}, fmt.Errorf("image: loaded, but %s is not there: %w", p.id, err)
+	}
+	res.Size = img.Size
+	res.Loaded = true
+	log.Info("loaded", "image", res.ID, "phase", "load", "dur", time.Since(start))
+	return res, nil
+}
+
+// load streams p's archive to the engine through a pipe.
+func load(ctx context.Context, eng Engine, p *plan) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := p.writeArchive(ctx, pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	_, loadErr := eng.ImageLoad(ctx, pr)
+	// The engine may stop reading early (an error); unblock the writer.
+	pr.CloseWithError(errors.New("image: engine stopped reading"))
+	writeErr := <-done
+	if writeErr != nil && !errors.Is(writeErr, io.ErrClosedPipe) {
+		// The writer's failure (a changed file, a cancel) is the cause;
+		// the engine's answer to a cut archive only follows from it.
+		return writeErr
+	}
+	if loadErr != nil {
+		return fmt.Errorf("image: load %s: %w", p.id, loadErr)
+	}
+	return writeErr
+}
+
+func tagAll(ctx context.Context, t tagger, id string, tags []string) error {
+	for _, nt := range tags {
+		i := strings.LastIndex(nt, ":")
+		if err := t.ImageTag(ctx, id, nt[:i], nt[i+1:]); err != nil {
+			return fmt.Errorf("image: tag %s as %s: %w", id, nt, err)
+		}
+	}
+	return nil
+}
+
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			found = found || h == w
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// prepare checks opts, finds the inputs and composes the image.
+func prepare(ctx context.Context, opts Options) (*plan, error) {
+	if opts.NoGo && opts.GoRoot != "" {
+		return nil, errors.New("image: GoRoot set with NoGo")
+	}
+	if opts.NoBusybox && opts.Busybox != "" {
+		return nil, errors.New("image: Busybox set with NoBusybox")
+	}
+	if opts.Tag != "" && !tagRE.MatchString(opts.Tag) {
+		return nil, fmt.Errorf("%w: %q: want lowercase name:tag", ErrInvalidTag, opts.Tag)
+	}
+	var tc *toolchain
+	if !opts.NoGo {
+		dir := opts.GoRoot
+		if dir == "" {
+			var err error
+			if dir, err = DefaultGoRoot(ctx); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		if tc, err = inspectGoRoot(dir); err != nil {
+			return nil, err
+		}
+	}
+	bb, err := findBusybox(opts, tc)
+	if err != nil {
+		return nil, err
+	}
+	if tc == nil && bb == nil {
+		return nil, ErrNothingToBuild
+	}
+	tag := opts.Tag
+	if tag == "" {
+		tag = BaseTag
+		if tc != nil {
+			tag = goTag(tc.version)
+		}
+	}
+	return compose(ctx, tc, bb, tag)
+}
+
+// findBusybox returns the busybox opts ask for, or nil for none.
+func findBusybox(opts Options, tc *toolchain) (*busybox, error) {
+	if opts.NoBusybox {
+		return nil, nil
+	}
+	name, explicit := opts.Busybox, opts.Busybox != ""
+	if !explicit {
+		if _, err := os.Stat(DefaultBusybox); err != nil {
+			return nil, nil
+		}
+		name = DefaultBusybox
+	}
+	bb, err := inspectBusybox(name)
+	if err == nil && tc != nil && bb.arch != tc.goarch {
+		err = fmt.Errorf("%s is %s, the toolchain %s", name, bb.arch, tc.goarch)
+	}
+	if err != nil {
+		if !explicit {
+			// A dynamic busybox from Debian's "busybox" package is not
+			// an error: the image works for argv-only runs without it.
+			return nil, nil
+		}
+		return nil, fmt.Errorf("image: busybox: %w", err)
+	}
+	return bb, nil
+}
+
+// goTag returns the default tag for a Go version: "go1.26.8" gives
+// "stockade/go:1.26.8-local". A development version is reduced to the tag
+// alphabet.
+func goTag(version string) string {
+	t := strings.TrimPrefix(version, "go")
+	b := []byte(t)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '-'
+		}
+	}
+	t = strings.Trim(string(b), ".-")
+	if len(t) > 100 {
+		t = t[:100]
+	}
+	if t == "" {
+		t = "unknown"
+	}
+	return "stockade/go:" + t + "-local"
+}
+
+func (p *plan) result() Result {
+	r := Result{ID: p.id, Tags: p.tags, Busybox: p.busybox, Inputs: p.inputs, Platform: "linux/" + p.arch}
+	if p.tc != nil {
+		r.GoVersion, r.GoRoot = p.tc.version, p.tc.dir
+	}
+	return r
+}
+
+// Info is one image in List.
+type Info struct {
+	ID        string   // "sha256:<hex>"
+	Tags      []string // sorted
+	GoVersion string   // empty for a base image
+	Inputs    string   // LabelInputs
+	Size      int64    // bytes
+}
+
+// Lister is what List needs from an engine client; *dockerapi.Client
+// implements it.
+type Lister interface {
+	ImageList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.ImageSummary, error)
+}
+
+// List returns the images Stockade built (label.Kind=KindImage), sorted by
+// Go version, then ID.
+func List(ctx context.Context, eng Lister) ([]Info, error) {
+	imgs, err := eng.ImageList(ctx, dockerapi.LabelFilter(label.Managed+"="+label.ManagedValue, label.Kind+"="+label.KindImage))
+	if err != nil {
+		return nil, fmt.Errorf("image: list: %w", err)
+	}
+	out := make([]Info, 0, len(imgs))
+	for _, im := range imgs {
+		tags := make([]string, 0, len(im.RepoTags))
+		for _, t := range im.RepoTags {
+			if t != "<none>:<none>" {
+				tags = append(tags, t)
+			}
+		}
+		sort.Strings(tags)
+		out = append(out, Info{ID: im.ID, Tags: tags, GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], Size: im.Size})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].GoVersion != out[j].GoVersion {
+			return out[i].GoVersion < out[j].GoVersion
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
