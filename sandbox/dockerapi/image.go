@@ -159,3 +159,9 @@ func readProgress(ctx context.Context, op string, r io.Reader) ([]string, error)
 		}
 	}
 }
+
+// ImageTag gives the image ref the name repo:tag.
+func (c *Client) ImageTag(ctx context.Context, ref, repo, tag string) error {
+	q := url.Values{"repo": {repo}, "tag": {tag}}
+	return c.call(ctx, request{method: http.MethodPost, path: "/images/" + ref + "/tag", query: q, ok: []int{http.StatusCreated, http.StatusOK}}, nil, nil)
+}
