@@ -1,0 +1,273 @@
+// Package report holds what `stockade inspect` found about a module and
+// renders it twice: as text a person reads in ten seconds, and as the JSON
+// machine report documented in docs/REPORT.md.
+//
+// Everything in a Report describes untrusted code and what it did; the
+// report never holds host secrets. It does hold host paths (Dir) and engine
+// IDs, which Normalize replaces so golden files compare across machines.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Schema names the version of the JSON layout. A change that removes or
+// renames a field, or changes a field's meaning, gets a new version.
+const Schema = "stockade.report/v1"
+
+// Verdict is the one-word answer for the whole module.
+type Verdict string
+
+// Verdicts, in the order of their exit codes.
+const (
+	// Clean: every check passed.
+	Clean Verdict = "clean"
+	// Unsupported: the layout was refused before any container ran.
+	Unsupported Verdict = "unsupported"
+	// Failing: at least one check failed conclusively and none was
+	// inconclusive.
+	Failing Verdict = "failing"
+	// Inconclusive: at least one check could not be trusted (timeout,
+	// truncated or malformed output, an exit no finding explains).
+	Inconclusive Verdict = "inconclusive"
+)
+
+// Exit codes of `stockade inspect`, one per verdict; ExitError is Stockade's
+// own failure, which has no report.
+const (
+	ExitClean       = 0
+	ExitError       = 1
+	ExitUnsupported = 2
+	ExitFindings    = 3 // failing or inconclusive
+)
+
+// ExitCode returns the exit code for v.
+func (v Verdict) ExitCode() int {
+	switch v {
+	case Clean:
+		return ExitClean
+	case Unsupported:
+		return ExitUnsupported
+	case Failing, Inconclusive:
+		return ExitFindings
+	}
+	return ExitError
+}
+
+// Status is the outcome of one check.
+type Status string
+
+// Statuses.
+const (
+	StatusPass         Status = "pass"
+	StatusFail         Status = "fail"
+	StatusInconclusive Status = "inconclusive"
+	// StatusNotRun: the check did not start because the validation's
+	// time ran out first. It counts as inconclusive.
+	StatusNotRun Status = "not_run"
+)
+
+// Report is the result of inspecting one module.
+type Report struct {
+	Schema   string  `json:"schema"`
+	Dir      string  `json:"dir"`              // the directory given to inspect, absolute
+	Module   string  `json:"module,omitempty"` // module path from go.mod
+	Go       string  `json:"go,omitempty"`     // the go directive, such as "1.24"
+	Verdict  Verdict `json:"verdict"`
+	ExitCode int     `json:"exit_code"`
+	// Refusal says why the layout is unsupported; set only with Unsupported.
+	Refusal *Refusal `json:"refusal,omitempty"`
+	Source  *Source  `json:"source,omitempty"`
+	Image   *Image   `json:"image,omitempty"`
+	// Checks are list, build, vet and test, in that order; empty when refused.
+	Checks []Check `json:"checks"`
+	// Candidates are newer versions of direct dependencies.
+	Candidates []Candidate `json:"candidates"`
+	// CandidatesError says why candidates could not be listed; the
+	// verdict does not depend on it.
+	CandidatesError string   `json:"candidates_error,omitempty"`
+	Notes           []string `json:"notes,omitempty"` // things inspect did on the way, such as building an image
+	Timings         Timings  `json:"timings"`
+}
+
+// Refusal is why a layout is not supported yet.
+type Refusal struct {
+	Kind   string `json:"kind"`   // stable identifier, such as "workspace" or "vendor"
+	Reason string `json:"reason"` // one sentence for a person
+}
+
+// Source says which tree was validated.
+type Source struct {
+	// Kind is "commit" (the committed tree of a git checkout), "worktree"
+	// (the working tree, uncommitted changes included, with -worktree) or
+	// "directory" (a directory that is not a git checkout).
+	Kind   string `json:"kind"`
+	Commit string `json:"commit,omitempty"` // full hash, with Kind "commit"
+}
+
+// Image is the toolchain image the checks ran in.
+type Image struct {
+	Ref       string `json:"ref"`        // what was asked of the engine: a pinned reference or a local tag
+	ID        string `json:"id"`         // the engine's image ID, "sha256:..."
+	GoVersion string `json:"go_version"` // the toolchain in the image, such as "go1.26.8"
+	// Minor is the Go minor the image provides, such as "1.26".
+	Minor string `json:"minor"`
+	// Local is true for an image from `stockade image build` serving in
+	// place of the pinned golang image.
+	Local bool `json:"local"`
+	// StandIn is true when no image has the directive's minor and an
+	// image for a newer minor serves (directives older than the table).
+	StandIn bool `json:"stand_in"`
+	// Built is true when inspect built the local image during this run.
+	Built bool `json:"built"`
+}
+
+// Check is one of list, build, vet and test.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Reason says why a check is inconclusive: "timeout", "truncated",
+	// "non_json", "missing_final_event", "exit_zero_with_failures",
+	// "unexplained_exit", "oom"; empty otherwise.
+	Reason   string    `json:"reason,omitempty"`
+	ExitCode int       `json:"exit_code"`
+	Findings []Finding `json:"findings"`
+	// Packages is how many packages the check covered: those listed by
+	// list, those that reported a final test event for test.
+	Packages int        `json:"packages,omitempty"`
+	Tests    *TestCount `json:"tests,omitempty"` // test only
+}
+
+// TestCount counts top-level and sub- tests by their final action.
+type TestCount struct {
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+}
+
+// Finding is one problem a check reported.
+type Finding struct {
+	// Key identifies the problem across runs and machines: derived from
+	// the kind, package, test, file and normalized message, never from
+	// line numbers, paths or times.
+	Key     string `json:"key"`
+	Kind    string `json:"kind"`
+	Package string `json:"package,omitempty"`
+	Test    string `json:"test,omitempty"`
+	File    string `json:"file,omitempty"` // relative to the module root
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// Candidate is a newer version of a direct dependency.
+type Candidate struct {
+	Path    string `json:"path"`    // module path of the candidate; a /vN path for major upgrades
+	Current string `json:"current"` // the version go.mod requires (of the pre-/vN path for major)
+	Version string `json:"version"`
+	// Class is "patch", "minor" or "major".
+	Class string `json:"class"`
+	// RequiresNewerToolchain: the candidate's go.mod needs a Go newer than
+	// the image's; with GOTOOLCHAIN=local the upgrade would fail at go get.
+	RequiresNewerToolchain bool   `json:"requires_newer_toolchain,omitempty"`
+	GoVersion              string `json:"go_version,omitempty"` // the candidate's go directive, when known
+}
+
+// Timings are wall-clock durations, in milliseconds.
+type Timings struct {
+	TotalMS int64   `json:"total_ms"`
+	Phases  []Phase `json:"phases"`
+}
+
+// Phase is one step of inspect, or of the validation ("validate/test").
+type Phase struct {
+	Name string `json:"name"`
+	MS   int64  `json:"ms"`
+}
+
+// AddPhase appends a phase of duration d.
+func (t *Timings) AddPhase(name string, d time.Duration) {
+	t.Phases = append(t.Phases, Phase{Name: name, MS: d.Milliseconds()})
+}
+
+// New returns a report for dir with the schema set and empty lists, so
+// the JSON has [] rather than null.
+func New(dir string) *Report {
+	return &Report{Schema: Schema, Dir: dir, Checks: []Check{}, Candidates: []Candidate{}}
+}
+
+// Finish computes the verdict and exit code from the refusal and the
+// checks, and sets the total time.
+func (r *Report) Finish(total time.Duration) {
+	r.Timings.TotalMS = total.Milliseconds()
+	r.Verdict = Clean
+	switch {
+	case r.Refusal != nil:
+		r.Verdict = Unsupported
+	default:
+		for _, c := range r.Checks {
+			switch c.Status {
+			case StatusInconclusive, StatusNotRun:
+				r.Verdict = Inconclusive
+			case StatusFail:
+				if r.Verdict == Clean {
+					r.Verdict = Failing
+				}
+			}
+		}
+		if len(r.Checks) == 0 {
+			r.Verdict = Inconclusive // nothing ran: never claim clean
+		}
+	}
+	r.ExitCode = r.Verdict.ExitCode()
+	for i := range r.Checks {
+		if r.Checks[i].Findings == nil {
+			r.Checks[i].Findings = []Finding{}
+		}
+	}
+	if r.Candidates == nil {
+		r.Candidates = []Candidate{}
+	}
+}
+
+// WriteJSON writes r as indented JSON followed by a newline.
+func WriteJSON(w io.Writer, r *Report) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// Normalized returns a copy of r with what varies between runs and
+// machines replaced by fixed placeholders: the directory, the commit, the
+// image ID and Go patch version, and every duration. Golden files hold
+// normalized reports.
+func Normalized(r *Report) *Report {
+	c := *r
+	c.Dir = "DIR"
+	if r.Source != nil {
+		s := *r.Source
+		if s.Commit != "" {
+			s.Commit = "COMMIT"
+		}
+		c.Source = &s
+	}
+	if r.Image != nil {
+		im := *r.Image
+		im.ID = "IMAGE_ID"
+		im.Ref = "IMAGE_REF"
+		im.GoVersion = "GO_VERSION"
+		im.Built = false
+		c.Image = &im
+	}
+	c.Notes = nil
+	c.Timings = Timings{Phases: make([]Phase, len(r.Timings.Phases))}
+	for i, p := range r.Timings.Phases {
+		c.Timings.Phases[i] = Phase{Name: p.Name}
+	}
+	return &c
+}

@@ -1,0 +1,129 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestFinish(t *testing.T) {
+	check := func(s Status) Check { return Check{Name: "x", Status: s} }
+	for _, tc := range []struct {
+		name    string
+		refusal *Refusal
+		checks  []Check
+		want    Verdict
+		code    int
+	}{
+		{"all pass", nil, []Check{check(StatusPass), check(StatusPass)}, Clean, 0},
+		{"one fail", nil, []Check{check(StatusPass), check(StatusFail)}, Failing, 3},
+		{"inconclusive beats fail", nil, []Check{check(StatusInconclusive), check(StatusFail)}, Inconclusive, 3},
+		{"fail then inconclusive", nil, []Check{check(StatusFail), check(StatusInconclusive)}, Inconclusive, 3},
+		{"not run is inconclusive", nil, []Check{check(StatusPass), check(StatusNotRun)}, Inconclusive, 3},
+		{"nothing ran is never clean", nil, nil, Inconclusive, 3},
+		{"refused", &Refusal{Kind: "vendor", Reason: "r"}, nil, Unsupported, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New("/d")
+			r.Refusal = tc.refusal
+			r.Checks = append(r.Checks, tc.checks...)
+			r.Finish(time.Second)
+			if r.Verdict != tc.want || r.ExitCode != tc.code {
+				t.Errorf("Finish: verdict %s, exit %d; want %s, %d", r.Verdict, r.ExitCode, tc.want, tc.code)
+			}
+		})
+	}
+}
+
+// sample is a report exercising every section of the text layout.
+func sample() *Report {
+	r := New("/home/u/src/m")
+	r.Module = "example.com/m"
+	r.Go = "1.16"
+	r.Source = &Source{Kind: "commit", Commit: "0123456789abcdef0123456789abcdef01234567"}
+	r.Image = &Image{Ref: "stockade/go:1.26.8-local", ID: "sha256:8248d61c0446aaaa", GoVersion: "go1.26.8", Minor: "1.26", Local: true, StandIn: true, Built: true}
+	r.Notes = []string{"no image for go 1.26 was present; built stockade/go:1.26.8-local from the host's Go"}
+	r.Checks = []Check{
+		{Name: "list", Status: StatusPass, Packages: 3},
+		{Name: "build", Status: StatusPass},
+		{Name: "vet", Status: StatusFail, ExitCode: 1, Findings: []Finding{
+			{Key: "vet:example.com/m:m.go:abc", Kind: "vet", Package: "example.com/m", File: "m.go", Line: 7, Message: "self-assignment of name to name"},
+		}},
+		{Name: "test", Status: StatusInconclusive, Reason: "timeout", ExitCode: 137, Packages: 2, Tests: &TestCount{Passed: 4, Skipped: 1},
+			Findings: []Finding{{Key: "timeout:example.com/m/hang", Kind: "timeout", Package: "example.com/m/hang", Message: "no final event before the timeout\nsecond line"}}},
+	}
+	r.Candidates = []Candidate{
+		{Path: "example.com/dep", Current: "v1.0.0", Version: "v1.0.1", Class: "patch"},
+		{Path: "example.com/dep/v2", Current: "v1.0.0", Version: "v2.0.0", Class: "major"},
+		{Path: "example.com/next", Current: "v0.1.0", Version: "v0.2.0", Class: "minor", RequiresNewerToolchain: true, GoVersion: "1.99"},
+	}
+	r.Timings.AddPhase("acquire", 1200*time.Millisecond)
+	r.Timings.AddPhase("validate", 31*time.Second)
+	r.Finish(33 * time.Second)
+	return r
+}
+
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    *Report
+	}{
+		{"sample", sample()},
+		{"sample-normalized", Normalized(sample())},
+		{"refused", func() *Report {
+			r := New("/x")
+			r.Module, r.Go = "example.com/w", "1.24"
+			r.Refusal = &Refusal{Kind: "workspace", Reason: "go.work workspaces are not supported yet"}
+			r.Finish(3 * time.Millisecond)
+			return r
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var text, js bytes.Buffer
+			if err := WriteText(&text, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteJSON(&js, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join("testdata", tc.name+".txt"), text.Bytes(), *update)
+			golden(t, filepath.Join("testdata", tc.name+".json"), js.Bytes(), *update)
+			var back Report
+			if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+				t.Fatalf("JSON report does not read back: %v", err)
+			}
+		})
+	}
+}
+
+func TestNormalized_DoesNotModifyOriginal(t *testing.T) {
+	r := sample()
+	_ = Normalized(r)
+	if r.Dir != "/home/u/src/m" || r.Image.ID != "sha256:8248d61c0446aaaa" || r.Timings.Phases[0].MS != 1200 {
+		t.Errorf("Normalized changed its argument: %+v", r)
+	}
+}
+
+// Golden compares got with the file at path; with update it rewrites it.
+func golden(t testing.TB, path string, got []byte, update bool) {
+	t.Helper()
+	if update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
