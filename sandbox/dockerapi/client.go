@@ -186,10 +186,12 @@ func (c *Client) APIVersion(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	drainClose(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("dockerapi: ping: status %d", resp.StatusCode)
+		// The engine's answer, typed like every other call's.
+		defer drainClose(resp.Body)
+		return "", newError(request{method: http.MethodGet, path: "/_ping"}, resp)
 	}
+	drainClose(resp.Body)
 	v, err = negotiate(resp.Header.Get("Api-Version"))
 	if err != nil {
 		return "", err

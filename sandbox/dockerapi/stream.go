@@ -25,10 +25,12 @@ var ErrCorruptStream = errors.New("dockerapi: corrupt multiplexed stream")
 
 // Demux copies the engine's multiplexed stream (8-byte header: stream, three
 // zero bytes, big-endian uint32 size; then the payload) from r to stdout and
-// stderr until r ends. A nil writer discards its stream. Frames may arrive
-// split across reads. The copy never buffers more than one read buffer; a
-// writer that stops keeping bytes (see Buffer) still lets the copy go on, so
-// the producing process is never blocked.
+// stderr until r ends. A nil writer discards its stream. Stdin frames go to
+// stdout; an error the engine reports in band (the system stream) ends the
+// copy as a *StreamError. Frames may arrive split across reads; a stream cut
+// inside a frame is ErrCorruptStream. The copy never buffers more than one
+// read buffer; a writer that stops keeping bytes (see Buffer) still lets the
+// copy go on, so the producing process is never blocked.
 func Demux(r io.Reader, stdout, stderr io.Writer) error {
 	if stdout == nil {
 		stdout = io.Discard
@@ -48,6 +50,10 @@ func Demux(r io.Reader, stdout, stderr io.Writer) error {
 			}
 			return err
 		}
+		n := int64(binary.BigEndian.Uint32(hdr[4:]))
+		if n > maxFrame {
+			return fmt.Errorf("%w: frame of %d bytes", ErrCorruptStream, n)
+		}
 		var w io.Writer
 		switch hdr[0] {
 		case streamStdin, streamStdout:
@@ -55,16 +61,22 @@ func Demux(r io.Reader, stdout, stderr io.Writer) error {
 		case streamStderr:
 			w = stderr
 		case streamSystem:
-			w = io.Discard
+			// The engine reports an error in band: keep its start as the
+			// message, like the engine's own client does.
+			msg, err := io.ReadAll(io.LimitReader(r, min(n, maxErrorBody)))
+			if err != nil {
+				return err
+			}
+			return &StreamError{Op: "stream", Message: string(msg)}
 		default:
 			return fmt.Errorf("%w: stream id %d", ErrCorruptStream, hdr[0])
 		}
-		n := int64(binary.BigEndian.Uint32(hdr[4:]))
-		if n > maxFrame {
-			return fmt.Errorf("%w: frame of %d bytes", ErrCorruptStream, n)
-		}
-		if _, err := io.CopyBuffer(w, io.LimitReader(r, n), buf); err != nil {
+		// io.Copy stops quietly at EOF; a frame cut short is a broken stream,
+		// not a short one.
+		if got, err := io.CopyBuffer(w, io.LimitReader(r, n), buf); err != nil {
 			return err
+		} else if got < n {
+			return fmt.Errorf("%w: stream ended inside a frame (%d of %d bytes)", ErrCorruptStream, got, n)
 		}
 	}
 }
