@@ -1,0 +1,3 @@
+module stockade.test/repo/nested-module/tools
+
+go 1.24

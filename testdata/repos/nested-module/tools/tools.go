@@ -1,0 +1,2 @@
+// Package tools is a module inside the nested-module fixture.
+package tools

@@ -1,0 +1,3 @@
+module stockade.test/repo/newer-go
+
+go 1.99

@@ -1,0 +1,3 @@
+module stockade.test/repo/old-go
+
+go 1.16

@@ -1,0 +1,9 @@
+package old
+
+import "testing"
+
+func TestHi(t *testing.T) {
+	if Hi() != "hi" {
+		t.Fatal("not hi")
+	}
+}
