@@ -1,0 +1,303 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+// maxMajorProbe is how many major versions past the current one the
+// candidate search asks the proxy about (path/v2, /v3, ...). A module
+// rarely skips more.
+const maxMajorProbe = 3
+
+// Requirement is a direct requirement of the module: go.mod's require
+// lines without // indirect.
+type Requirement struct {
+	Path, Version string
+}
+
+// Upgrade classes.
+const (
+	ClassPatch = "patch"
+	ClassMinor = "minor"
+	ClassMajor = "major"
+)
+
+// versionsArgv lists the known versions of each module path; -e puts a
+// path the proxy does not have into the output as an error instead of
+// failing the whole command.
+func versionsArgv(paths []string) []string {
+	return append([]string{"go", "list", "-m", "-e", "-versions", "-json"}, paths...)
+}
+
+// downloadArgv downloads the given module@version queries and reports each
+// as JSON; with GOTOOLCHAIN=local a module needing a newer Go fails here.
+func downloadArgv(queries []string) []string {
+	return append([]string{"go", "mod", "download", "-json"}, queries...)
+}
+
+// listedModule is one object of go list -m -versions -json output.
+type listedModule struct {
+	Path     string
+	Versions []string
+	Error    *struct{ Err string }
+}
+
+// parseVersions reads go list -m -e -versions -json output into a map from
+// module path to its released versions (pre-releases and +incompatible
+// versions dropped). Paths the proxy does not know map to nothing.
+func parseVersions(stdout []byte) (map[string][]string, error) {
+	out := map[string][]string{}
+	dec := json.NewDecoder(bytes.NewReader(stdout))
+	for {
+		var m listedModule
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("validate: reading go list -m output: %w", err)
+		}
+		if m.Error != nil || m.Path == "" {
+			continue
+		}
+		for _, v := range m.Versions {
+			if semver.IsValid(v) && semver.Prerelease(v) == "" && !strings.HasSuffix(v, "+incompatible") {
+				out[m.Path] = append(out[m.Path], v)
+			}
+		}
+	}
+}
+
+// sameMajorCandidates returns the newest patch (same major.minor) and
+// the newest minor (same major, higher minor) of versions above cur.
+func sameMajorCandidates(req Requirement, versions []string) []report.Candidate {
+	var patch, minor string
+	for _, v := range versions {
+		if semver.Compare(v, req.Version) <= 0 || semver.Major(v) != semver.Major(req.Version) {
+			continue
+		}
+		if semver.MajorMinor(v) == semver.MajorMinor(req.Version) {
+			if patch == "" || semver.Compare(v, patch) > 0 {
+				patch = v
+			}
+		} else if minor == "" || semver.Compare(v, minor) > 0 {
+			minor = v
+		}
+	}
+	var out []report.Candidate
+	if patch != "" {
+		out = append(out, report.Candidate{Path: req.Path, Current: req.Version, Version: patch, Class: ClassPatch})
+	}
+	if minor != "" {
+		out = append(out, report.Candidate{Path: req.Path, Current: req.Version, Version: minor, Class: ClassMinor})
+	}
+	return out
+}
+
+// majorPaths returns the module paths of the next maxMajorProbe major
+// versions of req (example.com/m/v2, /v3, ...). gopkg.in paths carry their
+// major in a different form and are not probed.
+func majorPaths(req Requirement) []string {
+	prefix, pathMajor, ok := module.SplitPathVersion(req.Path)
+	if !ok || strings.HasPrefix(req.Path, "gopkg.in/") {
+		return nil
+	}
+	cur := 1
+	if pathMajor != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(pathMajor, "/v"))
+		if err != nil {
+			return nil
+		}
+		cur = n
+	}
+	var out []string
+	for n := cur + 1; n <= cur+maxMajorProbe; n++ {
+		out = append(out, fmt.Sprintf("%s/v%d", prefix, n))
+	}
+	return out
+}
+
+// majorCandidate returns the newest version of the highest major path that
+// has releases.
+func majorCandidate(req Requirement, versions map[string][]string) (report.Candidate, bool) {
+	paths := majorPaths(req)
+	for i := len(paths) - 1; i >= 0; i-- {
+		vs := versions[paths[i]]
+		if len(vs) == 0 {
+			continue
+		}
+		best := vs[0]
+		for _, v := range vs[1:] {
+			if semver.Compare(v, best) > 0 {
+				best = v
+			}
+		}
+		return report.Candidate{Path: paths[i], Current: req.Version, Version: best, Class: ClassMajor}, true
+	}
+	return report.Candidate{}, false
+}
+
+// downloadedModule is one object of go mod download -json output.
+type downloadedModule struct {
+	Path, Version string
+	Error         string
+	GoMod         string
+}
+
+// newerGoRE matches the go command's refusal of a module that needs a
+// newer Go under GOTOOLCHAIN=local: "m@v requires go >= 1.99 (running go
+// 1.26.8; GOTOOLCHAIN=local)". This is the only place that reads that text.
+var newerGoRE = regexp.MustCompile(`requires go >= ([0-9][0-9A-Za-z.]*) \(running go [^;)]*; GOTOOLCHAIN=local\)`)
+
+// NewerGo reports whether msg is the go command's refusal of a module that
+// needs a newer Go than the container's, and which Go it needs.
+func NewerGo(msg string) (goVersion string, ok bool) {
+	m := newerGoRE.FindStringSubmatch(msg)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// DownloadStatus is what go mod download said about one module.
+type DownloadStatus struct {
+	Path, Version string
+	// NeedsGo is the Go version the module requires when the download
+	// failed because the toolchain is too old; empty otherwise.
+	NeedsGo string
+	// Err is any other error the go command reported for the module.
+	Err string
+}
+
+// parseDownload reads go mod download -json output. The go command exits
+// non-zero when any module failed, so the exit code alone says nothing;
+// each object's Error is classified here.
+func parseDownload(stdout []byte) ([]DownloadStatus, error) {
+	var out []DownloadStatus
+	dec := json.NewDecoder(bytes.NewReader(stdout))
+	for {
+		var m downloadedModule
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("validate: reading go mod download output: %w", err)
+		}
+		s := DownloadStatus{Path: m.Path, Version: m.Version}
+		if m.Error != "" {
+			if v, ok := NewerGo(m.Error); ok {
+				s.NeedsGo = v
+			} else {
+				s.Err = m.Error
+			}
+		}
+		out = append(out, s)
+	}
+}
+
+// sortCandidates orders candidates by path, then class (patch, minor,
+// major), so reports are stable.
+func sortCandidates(cs []report.Candidate) {
+	rank := map[string]int{ClassPatch: 0, ClassMinor: 1, ClassMajor: 2}
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Path != cs[j].Path {
+			return cs[i].Path < cs[j].Path
+		}
+		return rank[cs[i].Class] < rank[cs[j].Class]
+	})
+}
+
+// Candidates lists newer versions of the direct requirements reqs: for
+// each, the newest patch and newest minor release of its major version,
+// and the newest release of the highest major path (/v2, /v3, ...) the
+// proxy has. acq runs in the acquire profile: these are module commands,
+// never builds. Every candidate is downloaded once, so a candidate whose
+// go.mod needs a Go newer than the image's is flagged
+// RequiresNewerToolchain, as go get would fail for it.
+func Candidates(ctx context.Context, acq Execer, reqs []Requirement) ([]report.Candidate, error) {
+	cands := []report.Candidate{}
+	if len(reqs) == 0 {
+		return cands, nil
+	}
+	var paths []string
+	for _, r := range reqs {
+		paths = append(paths, r.Path)
+		paths = append(paths, majorPaths(r)...)
+	}
+	out, err := acq.Exec(ctx, versionsArgv(paths))
+	if err != nil {
+		return nil, fmt.Errorf("validate: listing versions: %w", err)
+	}
+	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
+		return nil, fmt.Errorf("validate: listing versions: %s", commandFailure(out, reason))
+	}
+	versions, err := parseVersions(out.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range reqs {
+		cands = append(cands, sameMajorCandidates(r, versions[r.Path])...)
+		if c, ok := majorCandidate(r, versions); ok {
+			cands = append(cands, c)
+		}
+	}
+	sortCandidates(cands)
+	if len(cands) == 0 {
+		return cands, nil
+	}
+
+	queries := make([]string, len(cands))
+	for i, c := range cands {
+		queries[i] = c.Path + "@" + c.Version
+	}
+	out, err = acq.Exec(ctx, downloadArgv(queries))
+	if err != nil {
+		return nil, fmt.Errorf("validate: downloading candidates: %w", err)
+	}
+	if reason := outputReason(out); reason != "" {
+		return nil, fmt.Errorf("validate: downloading candidates: %s", commandFailure(out, reason))
+	}
+	st, err := parseDownload(out.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	byQuery := map[string]DownloadStatus{}
+	for _, s := range st {
+		byQuery[s.Path+"@"+s.Version] = s
+	}
+	for i, c := range cands {
+		if s := byQuery[c.Path+"@"+c.Version]; s.NeedsGo != "" {
+			cands[i].RequiresNewerToolchain = true
+			cands[i].GoVersion = s.NeedsGo
+		}
+	}
+	return cands, nil
+}
+
+// commandFailure describes a module command that did not succeed, for an
+// error message: the reason, or the exit code and the start of stderr.
+func commandFailure(out Output, reason string) string {
+	if reason != "" {
+		return reason
+	}
+	msg := strings.TrimSpace(string(out.Stderr))
+	if len(msg) > 500 {
+		msg = msg[:500] + "..."
+	}
+	return fmt.Sprintf("exit %d: %s", out.ExitCode, msg)
+}

@@ -1,0 +1,124 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+func TestMajorPaths(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"example.com/m", []string{"example.com/m/v2", "example.com/m/v3", "example.com/m/v4"}},
+		{"example.com/m/v2", []string{"example.com/m/v3", "example.com/m/v4", "example.com/m/v5"}},
+		{"gopkg.in/yaml.v3", nil},
+	} {
+		if got := majorPaths(Requirement{Path: tc.path, Version: "v1.0.0"}); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("majorPaths(%s) = %v; want %v", tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestSameMajorCandidates(t *testing.T) {
+	vs := []string{"v1.0.0", "v1.0.1", "v1.0.2", "v1.1.0", "v1.3.0", "v0.9.0"}
+	got := sameMajorCandidates(Requirement{Path: "m", Version: "v1.0.1"}, vs)
+	want := []report.Candidate{
+		{Path: "m", Current: "v1.0.1", Version: "v1.0.2", Class: ClassPatch},
+		{Path: "m", Current: "v1.0.1", Version: "v1.3.0", Class: ClassMinor},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sameMajorCandidates = %+v; want %+v", got, want)
+	}
+	if got := sameMajorCandidates(Requirement{Path: "m", Version: "v1.3.0"}, vs); len(got) != 0 {
+		t.Errorf("current module: candidates %+v; want none", got)
+	}
+}
+
+func TestNewerGo(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want string
+		ok   bool
+	}{
+		{"stockade.test/nextgo@v0.2.0 requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)", "1.99", true},
+		{"go: example.com/m@v1.2.3 requires go >= 1.27rc1 (running go 1.26.8; GOTOOLCHAIN=local)", "1.27rc1", true},
+		{"module example.com/m: reading file:///fixture-proxy/example.com/m/@v/list: no such file", "", false},
+		{"requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=auto)", "", false},
+	} {
+		got, ok := NewerGo(tc.msg)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("NewerGo(%q) = %q, %v; want %q, %v", tc.msg, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// fakeExec answers commands by their argv, joined with spaces.
+type fakeExec map[string]Output
+
+func (f fakeExec) Exec(_ context.Context, argv []string) (Output, error) {
+	o, ok := f[strings.Join(argv, " ")]
+	if !ok {
+		return Output{}, fmt.Errorf("unexpected command %q", argv)
+	}
+	return o, nil
+}
+
+// TestCandidates replays what go 1.26 printed for the fixture proxy.
+func TestCandidates(t *testing.T) {
+	ex := fakeExec{
+		"go list -m -e -versions -json stockade.test/greet stockade.test/greet/v2 stockade.test/greet/v3 stockade.test/greet/v4 stockade.test/nextgo stockade.test/nextgo/v2 stockade.test/nextgo/v3 stockade.test/nextgo/v4": {Stdout: []byte(`{
+	"Path": "stockade.test/greet",
+	"Version": "v1.0.0",
+	"Versions": ["v1.0.0", "v1.0.1", "v1.1.0", "v1.2.0-rc.1"]
+}
+{
+	"Path": "stockade.test/greet/v2",
+	"Versions": ["v2.0.0"]
+}
+{
+	"Path": "stockade.test/greet/v3",
+	"Error": {"Err": "module stockade.test/greet/v3: reading file:///fixture-proxy/stockade.test/greet/v3/@v/list: no such file or directory"}
+}
+{"Path": "stockade.test/greet/v4", "Error": {"Err": "x"}}
+{"Path": "stockade.test/nextgo", "Version": "v0.1.0", "Versions": ["v0.1.0", "v0.2.0"]}
+{"Path": "stockade.test/nextgo/v2", "Error": {"Err": "x"}}
+{"Path": "stockade.test/nextgo/v3", "Error": {"Err": "x"}}
+{"Path": "stockade.test/nextgo/v4", "Error": {"Err": "x"}}
+`)},
+		"go mod download -json stockade.test/greet@v1.0.1 stockade.test/greet@v1.1.0 stockade.test/greet/v2@v2.0.0 stockade.test/nextgo@v0.2.0": {ExitCode: 1, Stdout: []byte(`{"Path": "stockade.test/greet", "Version": "v1.0.1"}
+{"Path": "stockade.test/greet", "Version": "v1.1.0"}
+{"Path": "stockade.test/greet/v2", "Version": "v2.0.0"}
+{
+	"Path": "stockade.test/nextgo",
+	"Version": "v0.2.0",
+	"Error": "stockade.test/nextgo@v0.2.0 requires go \u003e= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)"
+}
+`)},
+	}
+	got, err := Candidates(context.Background(), ex, []Requirement{{"stockade.test/greet", "v1.0.0"}, {"stockade.test/nextgo", "v0.1.0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []report.Candidate{
+		{Path: "stockade.test/greet", Current: "v1.0.0", Version: "v1.0.1", Class: ClassPatch},
+		{Path: "stockade.test/greet", Current: "v1.0.0", Version: "v1.1.0", Class: ClassMinor},
+		{Path: "stockade.test/greet/v2", Current: "v1.0.0", Version: "v2.0.0", Class: ClassMajor},
+		{Path: "stockade.test/nextgo", Current: "v0.1.0", Version: "v0.2.0", Class: ClassMinor, RequiresNewerToolchain: true, GoVersion: "1.99"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Candidates =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestCandidates_ListFailureIsAnError(t *testing.T) {
+	ex := fakeExec{"go list -m -e -versions -json m m/v2 m/v3 m/v4": {ExitCode: 1, Stderr: []byte("go: boom")}}
+	if _, err := Candidates(context.Background(), ex, []Requirement{{"m", "v1.0.0"}}); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("Candidates = %v; want an error naming the failure", err)
+	}
+}

@@ -1,0 +1,291 @@
+// Package validate runs the validation of one module snapshot — go list,
+// go build, go vet and go test -json — and turns what the toolchain said
+// into fail-closed checks for the report.
+//
+// Threat model: the module is hostile. Its code runs only inside the
+// execute profile's container (no network, read-only source and module
+// cache, a fresh build cache); this package only chooses the commands and
+// reads their output. That output is attacker-controlled, so every way it
+// can be unreadable — a timeout, a truncated stream, a line that is not
+// JSON, a listed package without a final test event, a zero exit beside a
+// failure, a non-zero exit no finding explains — makes the check
+// inconclusive, never passing.
+//
+// Inspect, in inspect.go, is the whole `stockade inspect`: refusals, image,
+// acquisition, this validation, upgrade candidates and the report.
+package validate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+// DefaultTimeout bounds one whole validation (list, build, vet and test
+// together) when Options.Timeout is zero.
+const DefaultTimeout = 10 * time.Minute
+
+// buildOutputDir is where go build writes the executables of main
+// packages: the source is read-only, /tmp is the container's tmpfs.
+const buildOutputDir = "/tmp/stockade-build/"
+
+// Check names, in the order the checks run.
+const (
+	CheckList  = "list"
+	CheckBuild = "build"
+	CheckVet   = "vet"
+	CheckTest  = "test"
+)
+
+// Output is what one command did inside the validation's container. It is
+// data about untrusted code, never an error of ours.
+type Output struct {
+	ExitCode  int
+	Stdout    []byte // capped
+	Stderr    []byte // capped
+	Truncated bool   // either stream passed its cap
+	TimedOut  bool   // killed at its deadline
+	OOMKilled bool
+}
+
+// Execer runs one command of the validation in the module's directory of
+// the validation's execute container, killing it at ctx's deadline. An
+// error means the engine or Stockade failed, not the command.
+type Execer interface {
+	Exec(ctx context.Context, argv []string) (Output, error)
+}
+
+// Options configure Run. The zero value uses DefaultTimeout and discards
+// logs.
+type Options struct {
+	// Timeout bounds the whole validation; a step still running at it is
+	// killed and its check is inconclusive, later steps do not run.
+	// Zero means DefaultTimeout.
+	Timeout time.Duration
+	Logger  *slog.Logger // nil discards
+}
+
+// Result is a validation's checks and the time each step took.
+type Result struct {
+	Checks   []report.Check // list, build, vet, test
+	Phases   []report.Phase // "validate/list", ...
+	Packages []Package      // what go list found
+}
+
+// Package is one package go list found.
+type Package struct {
+	ImportPath string
+	Name       string // package name; "main" for commands
+}
+
+// Run validates the module in ex's container: go list, then build, vet and
+// test in order. Each step runs even when an earlier one failed, so the
+// report shows every check; only the validation's deadline stops it.
+func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var res Result
+	step := func(name string, argv []string) (Output, bool, error) {
+		if ctx.Err() != nil {
+			return Output{}, false, nil
+		}
+		t := time.Now()
+		out, err := ex.Exec(ctx, argv)
+		d := time.Since(t)
+		res.Phases = append(res.Phases, report.Phase{Name: "validate/" + name, MS: d.Milliseconds()})
+		log.Debug("step done", "phase", name, "exit", out.ExitCode, "timedout", out.TimedOut, "truncated", out.Truncated, "dur", d)
+		if err != nil && !out.TimedOut {
+			return out, true, fmt.Errorf("validate: %s: %w", name, err)
+		}
+		return out, true, nil
+	}
+	notRun := func(name string) report.Check {
+		return report.Check{Name: name, Status: report.StatusNotRun, Findings: []report.Finding{}}
+	}
+
+	// go list: which packages exist, and which are commands.
+	out, ran, err := step(CheckList, listArgv)
+	if err != nil {
+		return res, err
+	}
+	if !ran {
+		res.Checks = append(res.Checks, notRun(CheckList), notRun(CheckBuild), notRun(CheckVet), notRun(CheckTest))
+		return res, nil
+	}
+	list, pkgs := parseList(out)
+	res.Checks = append(res.Checks, list)
+	res.Packages = pkgs
+
+	for _, s := range []struct {
+		name  string
+		argv  []string
+		parse func(Output, []Package) report.Check
+	}{
+		{CheckBuild, buildArgv(pkgs), parseBuild},
+		{CheckVet, vetArgv, parseVet},
+		{CheckTest, testArgv, parseTest},
+	} {
+		out, ran, err := step(s.name, s.argv)
+		if err != nil {
+			return res, err
+		}
+		if !ran {
+			res.Checks = append(res.Checks, notRun(s.name))
+			continue
+		}
+		c := s.parse(out, pkgs)
+		c.Name = s.name
+		// Whatever the parser made of a partial stream, a step that was
+		// killed or cut short is inconclusive, and that is the reason.
+		if reason := outputReason(out); reason != "" {
+			c.Status, c.Reason = report.StatusInconclusive, reason
+		}
+		res.Checks = append(res.Checks, c)
+	}
+	return res, nil
+}
+
+// The commands. -e keeps go list going past broken packages so each error
+// becomes a finding; the field list keeps its output small.
+var (
+	listArgv = []string{"go", "list", "-e", "-json=ImportPath,Name,Error,DepsErrors", "./..."}
+	vetArgv  = []string{"go", "vet", "./..."}
+	testArgv = []string{"go", "test", "-json", "-count=1", "./..."}
+)
+
+// buildArgv builds every package; with -o only when a main package exists,
+// since the source is read-only and go build ./... of a single command
+// would write its executable there. Without main packages -o is left out:
+// library-only modules must not fail for it.
+func buildArgv(pkgs []Package) []string {
+	for _, p := range pkgs {
+		if p.Name == "main" {
+			return []string{"go", "build", "-o", buildOutputDir, "./..."}
+		}
+	}
+	return []string{"go", "build", "./..."}
+}
+
+// listPackage is one object of go list -json output.
+type listPackage struct {
+	ImportPath string
+	Name       string
+	Error      *listError
+	DepsErrors []*listError
+}
+
+type listError struct {
+	ImportStack []string
+	Pos         string
+	Err         string
+}
+
+// parseList reads go list -e -json output: a stream of JSON objects. It
+// fails closed: a timeout, truncation, anything that is not a JSON object,
+// a non-zero exit, or no package at all makes it inconclusive (an empty
+// list would let every later check pass vacuously).
+func parseList(out Output) (report.Check, []Package) {
+	c := report.Check{Name: CheckList, ExitCode: out.ExitCode, Findings: []report.Finding{}}
+	if reason := outputReason(out); reason != "" {
+		c.Status, c.Reason = report.StatusInconclusive, reason
+		return c, nil
+	}
+	var pkgs []Package
+	dec := json.NewDecoder(bytes.NewReader(out.Stdout))
+	for {
+		var p listPackage
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || p.ImportPath == "" {
+			c.Status, c.Reason = report.StatusInconclusive, "non_json"
+			return c, nil
+		}
+		pkgs = append(pkgs, Package{ImportPath: p.ImportPath, Name: p.Name})
+		if p.Error != nil {
+			c.Findings = append(c.Findings, listFinding(p.ImportPath, p.Error))
+		}
+		for _, e := range p.DepsErrors {
+			c.Findings = append(c.Findings, listFinding(p.ImportPath, e))
+		}
+	}
+	c.Packages = len(pkgs)
+	c.Findings = dedupe(c.Findings)
+	switch {
+	case out.ExitCode != 0:
+		// With -e, go list exits non-zero only when it could not load at
+		// all (a broken go.mod): the stderr is the finding.
+		c.Status = report.StatusFail
+		if msg := strings.TrimSpace(string(out.Stderr)); msg != "" {
+			c.Findings = append(c.Findings, newFinding("list", "", "", "", 0, msg))
+		} else {
+			c.Reason = "unexplained_exit"
+			c.Status = report.StatusInconclusive
+		}
+	case len(pkgs) == 0:
+		c.Status, c.Reason = report.StatusInconclusive, "no_packages"
+	case len(c.Findings) > 0:
+		c.Status = report.StatusFail
+	default:
+		c.Status = report.StatusPass
+	}
+	return c, pkgs
+}
+
+func listFinding(pkg string, e *listError) report.Finding {
+	file, line := splitPos(e.Pos)
+	msg := e.Err
+	// go list repeats the position at the start of the message.
+	if e.Pos != "" {
+		msg = strings.TrimPrefix(msg, e.Pos+": ")
+	}
+	return newFinding("list", pkg, "", file, line, msg)
+}
+
+// outputReason returns why out cannot be trusted at all, or "".
+func outputReason(out Output) string {
+	switch {
+	case out.TimedOut:
+		return "timeout"
+	case out.OOMKilled:
+		return "oom"
+	case out.Truncated:
+		return "truncated"
+	}
+	return ""
+}
+
+// dedupe drops findings with a key already seen, keeping the first, and
+// sorts by key so the order does not depend on the toolchain's.
+func dedupe(fs []report.Finding) []report.Finding {
+	seen := map[string]bool{}
+	out := fs[:0]
+	for _, f := range fs {
+		if seen[f.Key] {
+			continue
+		}
+		seen[f.Key] = true
+		out = append(out, f)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
