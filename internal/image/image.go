@@ -177,6 +177,10 @@ func Build(ctx context.Context, eng Engine, opts Options) (Result, error) {
 	return res, nil
 }
 
+// errStoppedReading is what the archive writer sees when the engine
+// stopped reading before the end.
+var errStoppedReading = errors.New("image: engine stopped reading the archive")
+
 // load streams p's archive to the engine through a pipe.
 func load(ctx context.Context, eng Engine, p *plan) error {
 	pr, pw := io.Pipe()
@@ -188,9 +192,9 @@ func load(ctx context.Context, eng Engine, p *plan) error {
 	}()
 	_, loadErr := eng.ImageLoad(ctx, pr)
 	// The engine may stop reading early (an error); unblock the writer.
-	pr.CloseWithError(errors.New("image: engine stopped reading"))
+	pr.CloseWithError(errStoppedReading)
 	writeErr := <-done
-	if writeErr != nil && !errors.Is(writeErr, io.ErrClosedPipe) {
+	if writeErr != nil && !errors.Is(writeErr, errStoppedReading) {
 		// The writer's failure (a changed file, a cancel) is the cause;
 		// the engine's answer to a cut archive only follows from it.
 		return writeErr
