@@ -1,0 +1,218 @@
+package dockerapi_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// calls are the client calls the error tests drive, each with the handler
+// pattern it reaches.
+var calls = map[string]struct {
+	pattern string
+	call    func(context.Context, *dockerapi.Client) error
+}{
+	"inspect": {"GET /containers/c1/json", func(ctx context.Context, c *dockerapi.Client) error {
+		_, err := c.ContainerInspect(ctx, "c1")
+		return err
+	}},
+	"remove": {"DELETE /containers/c1", func(ctx context.Context, c *dockerapi.Client) error {
+		return c.ContainerRemove(ctx, "c1", dockerapi.RemoveOptions{})
+	}},
+	"kill": {"POST /containers/c1/kill", func(ctx context.Context, c *dockerapi.Client) error {
+		return c.ContainerKill(ctx, "c1", "")
+	}},
+	"exec-create": {"POST /containers/c1/exec", func(ctx context.Context, c *dockerapi.Client) error {
+		_, err := c.ExecCreate(ctx, "c1", dockerapi.ExecConfig{Cmd: []string{"true"}})
+		return err
+	}},
+	"logs": {"GET /containers/c1/logs", func(ctx context.Context, c *dockerapi.Client) error {
+		return c.ContainerLogs(ctx, "c1", dockerapi.LogsOptions{Stdout: true}, nil, nil)
+	}},
+	"image-load": {"POST /images/load", func(ctx context.Context, c *dockerapi.Client) error {
+		_, err := c.ImageLoad(ctx, strings.NewReader("not a tar"))
+		return err
+	}},
+	"archive-stat": {"HEAD /containers/c1/archive", func(ctx context.Context, c *dockerapi.Client) error {
+		_, err := c.ArchiveStat(ctx, "c1", "/etc")
+		return err
+	}},
+}
+
+func TestErrorMapping(t *testing.T) {
+	const html = "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>\n"
+	tests := []struct {
+		name    string
+		call    string
+		status  int
+		ctype   string
+		body    string
+		method  string
+		path    string
+		message string // want Error.Message
+		want    []string
+	}{
+		{"404 json", "inspect", 404, "application/json", `{"message":"No such container: c1"}`,
+			"GET", "/containers/c1/json", "No such container: c1", []string{"ErrNotFound"}},
+		{"404 plain text", "inspect", 404, "text/plain", "page not found\n",
+			"GET", "/containers/c1/json", "page not found", []string{"ErrNotFound"}},
+		{"404 empty", "inspect", 404, "", "",
+			"GET", "/containers/c1/json", "Not Found", []string{"ErrNotFound"}},
+		{"404 on HEAD", "archive-stat", 404, "", "",
+			"HEAD", "/containers/c1/archive", "Not Found", []string{"ErrNotFound"}},
+		{"409 remove running", "remove", 409, "application/json",
+			`{"message":"You cannot remove a running container c1. Stop the container before attempting removal or force remove"}`,
+			"DELETE", "/containers/c1", "You cannot remove a running container c1. Stop the container before attempting removal or force remove",
+			[]string{"ErrConflict"}},
+		{"409 kill", "kill", 409, "application/json", `{"message":"Cannot kill container: c1: Container c1 is not running"}`,
+			"POST", "/containers/c1/kill", "Cannot kill container: c1: Container c1 is not running", []string{"ErrConflict", "ErrNotRunning"}},
+		{"409 kill paused, other text", "kill", 409, "application/json", `{"message":"Container c1 is paused"}`,
+			"POST", "/containers/c1/kill", "Container c1 is paused", []string{"ErrConflict", "ErrNotRunning"}},
+		{"409 exec create", "exec-create", 409, "application/json", `{"message":"Container c1 is not running"}`,
+			"POST", "/containers/c1/exec", "Container c1 is not running", []string{"ErrConflict", "ErrNotRunning"}},
+		{"409 inspect not running text", "inspect", 409, "text/plain", "Container c1 is not running",
+			"GET", "/containers/c1/json", "Container c1 is not running", []string{"ErrConflict", "ErrNotRunning"}},
+		{"409 empty", "remove", 409, "", "",
+			"DELETE", "/containers/c1", "Conflict", []string{"ErrConflict"}},
+		{"500 json", "inspect", 500, "application/json", `{"message":"boom"}`,
+			"GET", "/containers/c1/json", "boom", []string{"ErrEngine"}},
+		{"500 json without message", "inspect", 500, "application/json", `{"error":"boom"}`,
+			"GET", "/containers/c1/json", `{"error":"boom"}`, []string{"ErrEngine"}},
+		{"500 plain text", "logs", 500, "text/plain; charset=utf-8", "  write /var/lib/docker: no space left on device\n",
+			"GET", "/containers/c1/logs", "write /var/lib/docker: no space left on device", []string{"ErrEngine"}},
+		{"500 empty", "image-load", 500, "", "",
+			"POST", "/images/load", "Internal Server Error", []string{"ErrEngine"}},
+		{"502 html", "inspect", 502, "text/html", html,
+			"GET", "/containers/c1/json", strings.TrimSpace(html), []string{"ErrEngine"}},
+		{"503 truncated json", "inspect", 503, "application/json", `{"message":"bo`,
+			"GET", "/containers/c1/json", `{"message":"bo`, []string{"ErrEngine"}},
+		{"400", "exec-create", 400, "application/json", `{"message":"No exec command specified"}`,
+			"POST", "/containers/c1/exec", "No exec command specified", []string{"ErrBadRequest"}},
+		{"401", "inspect", 401, "", "", "GET", "/containers/c1/json", "Unauthorized", []string{"ErrForbidden"}},
+		{"403", "inspect", 403, "application/json", `{"message":"authorization denied by plugin"}`,
+			"GET", "/containers/c1/json", "authorization denied by plugin", []string{"ErrForbidden"}},
+		{"304 where it is not success", "kill", 304, "", "",
+			"POST", "/containers/c1/kill", "Not Modified", []string{"ErrNotModified"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := newFake(t, "1.41")
+			call := calls[tt.call]
+			f.handle(call.pattern, answer(tt.status, tt.ctype, tt.body))
+			err := call.call(context.Background(), c)
+			var e *dockerapi.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%s = %v (%T); want *dockerapi.Error", tt.call, err, err)
+			}
+			if e.StatusCode != tt.status || e.Method != tt.method || e.Path != tt.path || e.Message != tt.message {
+				t.Errorf("%s = %+v; want status %d, %s %s, message %q", tt.call, *e, tt.status, tt.method, tt.path, tt.message)
+			}
+			checkSentinels(t, err, tt.want...)
+			if msg := err.Error(); !strings.HasPrefix(msg, "dockerapi: "+tt.method+" "+tt.path) {
+				t.Errorf("Error() = %q; want it to start with the call", msg)
+			}
+		})
+	}
+}
+
+// TestErrorLongBody checks that a huge error body (a proxy's HTML page, a
+// stack trace) is cut to a short message and not read without bound.
+func TestErrorLongBody(t *testing.T) {
+	f, c := newFake(t, "1.41")
+	f.handle("GET /containers/c1/json", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		chunk := []byte(strings.Repeat("x", 1<<10))
+		for i := 0; i < 4<<10 && r.Context().Err() == nil; i++ { // 4 MiB
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	_, err := c.ContainerInspect(context.Background(), "c1")
+	var e *dockerapi.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("ContainerInspect = %v; want *dockerapi.Error", err)
+	}
+	if len(e.Message) > 1<<10 || !strings.HasSuffix(e.Message, "…") {
+		t.Errorf("Message has %d bytes, ends %q; want a short message ending in …", len(e.Message), e.Message[max(0, len(e.Message)-8):])
+	}
+	checkSentinels(t, err, "ErrEngine")
+}
+
+// TestSuccessStatuses checks the statuses the API documents as success for
+// calls where they are not 2xx-only.
+func TestSuccessStatuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		pattern string
+		status  int
+		call    func(context.Context, *dockerapi.Client) error
+		wantErr bool
+	}{
+		{"start 204", "POST /containers/c1/start", 204, func(ctx context.Context, c *dockerapi.Client) error { return c.ContainerStart(ctx, "c1") }, false},
+		{"start 304 already started", "POST /containers/c1/start", 304, func(ctx context.Context, c *dockerapi.Client) error { return c.ContainerStart(ctx, "c1") }, false},
+		{"stop 304 already stopped", "POST /containers/c1/stop", 304, func(ctx context.Context, c *dockerapi.Client) error { return c.ContainerStop(ctx, "c1", 0) }, false},
+		{"start 200 is not in the list", "POST /containers/c1/start", 200, func(ctx context.Context, c *dockerapi.Client) error { return c.ContainerStart(ctx, "c1") }, true},
+		{"remove 204", "DELETE /containers/c1", 204, func(ctx context.Context, c *dockerapi.Client) error {
+			return c.ContainerRemove(ctx, "c1", dockerapi.RemoveOptions{})
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := newFake(t, "1.41")
+			f.handle(tt.pattern, answer(tt.status, "", ""))
+			if err := tt.call(context.Background(), c); (err != nil) != tt.wantErr {
+				t.Errorf("call = %v; want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestConnError checks that an engine that is not there is a *ConnError,
+// not an *Error, and matches no engine sentinel.
+func TestConnError(t *testing.T) {
+	c, err := dockerapi.New("unix://" + shortTempDir(t) + "/absent.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = c.Ping(context.Background())
+	var ce *dockerapi.ConnError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Ping = %v (%T); want *dockerapi.ConnError", err, err)
+	}
+	checkSentinels(t, err)
+}
+
+func TestNewHost(t *testing.T) {
+	tests := []struct {
+		host    string
+		wantErr bool
+	}{
+		{"unix:///var/run/docker.sock", false},
+		{"tcp://127.0.0.1:2375", false},
+		{"unix://", true},
+		{"tcp://", true},
+		{"ssh://me@host", true},
+		{"/var/run/docker.sock", true},
+	}
+	for _, tt := range tests {
+		c, err := dockerapi.New(tt.host)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("New(%q) = %v; want error %v", tt.host, err, tt.wantErr)
+			continue
+		}
+		if err == nil {
+			if c.Host() != tt.host {
+				t.Errorf("New(%q).Host() = %q", tt.host, c.Host())
+			}
+			c.Close()
+		}
+	}
+}
