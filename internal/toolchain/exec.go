@@ -1,0 +1,300 @@
+package toolchain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// ErrContainerEnded reports an Exec on a long-lived container that is gone:
+// closed, past its lifetime, or killed because an earlier step timed out or
+// its context ended.
+var ErrContainerEnded = errors.New("toolchain: long-lived container has ended")
+
+// Container is a long-lived Execute container for one validation. Its steps
+// (build, vet, test) run as execs in it, each under its own in-container
+// timeout with its own exit code and capped output, and share its fresh
+// build cache and /tmp; no other validation ever uses either. Close removes
+// it. A step that times out, or whose context ends, kills the whole
+// container, so nothing a step left running can outlive it; later Execs
+// return ErrContainerEnded.
+type Container struct {
+	r          *Runner
+	id, name   string
+	buildCache string
+	workdir    string
+	lifetime   time.Duration
+
+	mu     sync.Mutex
+	ended  bool
+	closed bool
+}
+
+// Start creates and starts a long-lived container for job, which must be an
+// Execute job without Cmd. The container's main process is `sleep` for its
+// lifetime, job.Timeout, under the in-container timeout; zero means three
+// times Config.Timeout (a build, a vet and a test), at most MaxTimeout.
+// job.BuildCache, if set, must be a fresh cache from NewBuildCache not given
+// to another Start; empty means Start makes a fresh one (BuildCache says
+// which).
+func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
+	if job.Profile != Execute {
+		return nil, jobErr("Profile", "long-lived containers are for execute, not %q", job.Profile)
+	}
+	if len(job.Cmd) != 0 {
+		return nil, jobErr("Cmd", "Start supplies the command; run steps with Exec")
+	}
+	if job.BuildCache == "" {
+		bc, err := r.NewBuildCache()
+		if err != nil {
+			return nil, err
+		}
+		job.BuildCache = bc
+	}
+	lifetime := job.Timeout
+	if lifetime == 0 {
+		lifetime = min(3*timeoutOf(r.cfg, Job{}), MaxTimeout)
+	}
+	job.Timeout = lifetime
+	job.Cmd = []string{"sleep", strconv.FormatInt(int64((lifetime+time.Second-1)/time.Second), 10)}
+	if err := r.checkJob(&job); err != nil {
+		return nil, err
+	}
+	spec, err := NewSpec(r.cfg, job)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := spec.Config()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.used[job.BuildCache] {
+		r.mu.Unlock()
+		return nil, weak(jobErr("BuildCache", "%s already served another validation", job.BuildCache))
+	}
+	r.used[job.BuildCache] = true
+	r.mu.Unlock()
+
+	b := r.budgetsOrDefault()
+	c := &Container{r: r, name: container.RandomName("tc-execute"), buildCache: job.BuildCache, workdir: spec.Workdir, lifetime: lifetime}
+	cctx, cancel := context.WithTimeout(ctx, b.Create)
+	c.id, err = r.eng.ContainerCreate(cctx, c.name, cfg)
+	cancel()
+	if err != nil {
+		var apiErr *dockerapi.Error
+		if !errors.As(err, &apiErr) {
+			c.id = c.name // the engine may have created it: remove by name
+			c.remove(ctx)
+		}
+		return nil, fmt.Errorf("toolchain: create %s: %w", c.name, err)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		c.remove(ctx)
+		return nil, ErrClosed
+	}
+	r.live[c] = true
+	r.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, b.Start)
+	err = r.eng.ContainerStart(sctx, c.id)
+	cancel()
+	if err != nil {
+		c.Close(ctx)
+		return nil, fmt.Errorf("toolchain: start %s: %w", c.name, err)
+	}
+	r.log.Debug("started", "container", c.name, "profile", string(Execute))
+	return c, nil
+}
+
+func (r *Runner) budgetsOrDefault() container.Budgets {
+	b := r.budgets
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&b.Create, container.DefaultCreateBudget)
+	def(&b.Start, container.DefaultStartBudget)
+	def(&b.Kill, container.DefaultKillBudget)
+	def(&b.Logs, container.DefaultLogsBudget)
+	def(&b.Remove, container.DefaultRemoveBudget)
+	return b
+}
+
+// ID returns the container's engine ID.
+func (c *Container) ID() string { return c.id }
+
+// BuildCache returns the host path of the container's build cache.
+func (c *Container) BuildCache() string { return c.buildCache }
+
+// ExecOptions configure one step.
+type ExecOptions struct {
+	// Dir is the working directory; empty means the container's (SourceDir
+	// when there is a source).
+	Dir string
+	// Env adds variables from the ExtraEnv allowlist.
+	Env map[string]string
+	// Timeout bounds the step in the container; zero means Config.Timeout.
+	Timeout time.Duration
+	// OutputCap is how many bytes of each stream to keep; zero means
+	// Config.OutputCap.
+	OutputCap int64
+}
+
+// Exec runs argv as one step in the container as the container user, under
+// `timeout -s KILL`, and returns its exit code and capped output. A step
+// that times out (in the container, or HostGrace later on the host) has
+// TimedOut set and ends the container.
+func (c *Container) Exec(ctx context.Context, argv []string, o ExecOptions) (Result, error) {
+	var res Result
+	c.mu.Lock()
+	ended := c.ended || c.closed
+	c.mu.Unlock()
+	if ended {
+		return res, ErrContainerEnded
+	}
+	r := c.r
+	// Check the step as a Job of the profile would be checked.
+	probe := Job{Profile: Execute, Cmd: argv, Dir: o.Dir, Env: o.Env, Timeout: o.Timeout, BuildCache: c.buildCache}
+	if err := checkJob(r.cfg, probe); err != nil {
+		return res, err
+	}
+	timeout := timeoutOf(r.cfg, probe)
+	capBytes := o.OutputCap
+	if capBytes == 0 {
+		capBytes = r.cfg.OutputCap
+	}
+	if capBytes <= 0 {
+		capBytes = DefaultOutputCap
+	}
+	env := make([]string, 0, len(o.Env))
+	for k, v := range o.Env {
+		env = append(env, k+"="+v)
+	}
+	b := r.budgetsOrDefault()
+	res.ContainerID = c.id
+
+	t := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, b.Create)
+	execID, err := r.eng.ExecCreate(cctx, c.id, dockerapi.ExecConfig{
+		Cmd: TimeoutCmd(timeout, argv), Env: env, User: ContainerUser, WorkingDir: o.Dir,
+		AttachStdout: true, AttachStderr: true,
+	})
+	cancel()
+	res.Phases.Create = time.Since(t)
+	if err != nil {
+		if errors.Is(err, dockerapi.ErrNotRunning) {
+			c.markEnded()
+			return res, fmt.Errorf("%w: %v", ErrContainerEnded, err)
+		}
+		return res, fmt.Errorf("toolchain: exec in %s: %w", c.name, err)
+	}
+
+	t = time.Now()
+	stdout, stderr := dockerapi.NewBuffer(capBytes), dockerapi.NewBuffer(capBytes)
+	hctx, cancel := context.WithTimeout(ctx, timeout+HostGrace)
+	serr := r.eng.ExecStart(hctx, execID, stdout, stderr)
+	hostTimedOut := serr != nil && errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	res.Phases.Wait = time.Since(t)
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.StdoutBytes, res.StderrBytes = stdout.Total(), stderr.Total()
+	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	if serr != nil {
+		// The engine cannot kill an exec: end the container so nothing
+		// the step started lives on.
+		c.kill(ctx)
+		if hostTimedOut {
+			res.TimedOut, res.ExitCode = true, 137
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("toolchain: exec in %s: %w", c.name, ctx.Err())
+		}
+		return res, fmt.Errorf("toolchain: exec in %s: %w", c.name, serr)
+	}
+
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
+	st, err := r.eng.ExecInspect(ictx, execID)
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("toolchain: inspect exec in %s: %w", c.name, err)
+	}
+	if st.ExitCode == nil {
+		// The stream ended while the process still runs: it closed its
+		// output. It cannot be waited for or killed alone.
+		c.kill(ctx)
+		res.ExitCode, res.TimedOut = 137, true
+		return res, nil
+	}
+	res.ExitCode = *st.ExitCode
+	if res.ExitCode == 137 {
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
+		if cj, err := r.eng.ContainerInspect(ictx, c.id); err == nil {
+			res.OOMKilled = cj.State.OOMKilled
+			if !cj.State.Running {
+				c.markEnded()
+			}
+		}
+		cancel()
+	}
+	markTimeout(&res, timeout, res.Phases.Wait)
+	if res.TimedOut {
+		c.kill(ctx)
+	}
+	return res, nil
+}
+
+func (c *Container) markEnded() {
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+}
+
+// kill SIGKILLs the container on its own budget and marks it ended.
+func (c *Container) kill(ctx context.Context) {
+	c.markEnded()
+	b := c.r.budgetsOrDefault()
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
+	defer cancel()
+	if err := c.r.eng.ContainerKill(kctx, c.id, "KILL"); err != nil && !errors.Is(err, dockerapi.ErrNotRunning) && !errors.Is(err, dockerapi.ErrNotFound) {
+		c.r.log.Warn("kill failed", "container", c.name, "err", err)
+	}
+}
+
+func (c *Container) remove(ctx context.Context) error {
+	b := c.r.budgetsOrDefault()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Remove)
+	defer cancel()
+	err := c.r.eng.ContainerRemove(rctx, c.id, dockerapi.RemoveOptions{Force: true, Volumes: true})
+	if err != nil && !errors.Is(err, dockerapi.ErrNotFound) {
+		return fmt.Errorf("toolchain: remove %s: %w", c.name, err)
+	}
+	return nil
+}
+
+// Close force-removes the container on its own budget, even when ctx has
+// ended. It is safe to call more than once. The build cache stays until
+// the Runner closes.
+func (c *Container) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed, c.ended = true, true
+	c.mu.Unlock()
+	err := c.remove(ctx)
+	c.r.mu.Lock()
+	delete(c.r.live, c)
+	c.r.mu.Unlock()
+	return err
+}

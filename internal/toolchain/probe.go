@@ -1,0 +1,130 @@
+package toolchain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+)
+
+// probeTimeout bounds the probe container's command.
+const probeTimeout = time.Minute
+
+// ProbeMarkerPrefix starts the name of every probe marker file; the rest is
+// a nonce new for each probe, because some engines cache path lookups and a
+// reused name could report a stale result.
+const ProbeMarkerPrefix = ".stockade-probe-"
+
+// ErrMountInvisible reports a host directory the engine does not see: a
+// bind mount of it would silently be empty. The error is a *ProbeError.
+var ErrMountInvisible = errors.New("toolchain: the engine does not see a directory the run mounts")
+
+// ProbeError names the directories whose markers the probe container did
+// not find.
+type ProbeError struct {
+	Dirs []string // host directories, sorted
+}
+
+func (e *ProbeError) Error() string {
+	return fmt.Sprintf("toolchain: the container engine does not see %s (a bind mount of it would be empty; share it with the engine's VM or use a data directory under your home directory)", strings.Join(e.Dirs, ", "))
+}
+
+// Is matches ErrMountInvisible.
+func (e *ProbeError) Is(target error) bool { return target == ErrMountInvisible }
+
+// Probe checks, before any profile runs, that the engine sees every host
+// directory the run has made so far (the run directory and each snapshot,
+// cache and staging directory in it, and the copies of configured
+// directories), plus extra. It writes a uniquely named marker into each,
+// starts one container that mounts them all read-only and lists the
+// markers, and fails with a *ProbeError naming each directory whose marker
+// is missing. Directories made later live inside the probed run directory.
+// Run and Start refuse to start before a Probe has passed.
+func (r *Runner) Probe(ctx context.Context, extra ...string) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	dirs := []string{r.runDir}
+	for d := range r.dirs {
+		dirs = append(dirs, d)
+	}
+	r.mu.Unlock()
+	sort.Strings(dirs[1:])
+	for _, d := range extra {
+		if !cleanAbs(d) {
+			return fmt.Errorf("toolchain: probe: %q is not an absolute clean path", d)
+		}
+		dirs = append(dirs, d)
+	}
+	marker := ProbeMarkerPrefix + container.RandomHex(12)
+	for _, d := range dirs {
+		p := filepath.Join(d, marker)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			removeMarkers(dirs, marker)
+			return fmt.Errorf("toolchain: probe: write marker: %w", err)
+		}
+		defer os.Remove(p)
+	}
+	const base = "/probe"
+	spec := container.Spec{
+		Image:   r.cfg.Image,
+		Env:     map[string]string{"PATH": PathEnv},
+		User:    ContainerUser,
+		Workdir: TmpDir,
+		Init:    true,
+		Labels:  Labels(r.cfg, "probe"),
+		Mounts:  []container.Mount{{Type: container.Tmpfs, Target: TmpDir}},
+	}
+	args := []string{"ls", "-1d"}
+	for i, d := range dirs {
+		t := fmt.Sprintf("%s/%d", base, i)
+		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: t})
+		args = append(args, t+"/"+marker)
+	}
+	spec.Cmd = TimeoutCmd(probeTimeout, args)
+	o := r.runOptions("probe", probeTimeout)
+	o.OutputCap = 1 << 20
+	res, err := container.Run(ctx, r.eng, spec, o)
+	if err != nil {
+		return fmt.Errorf("toolchain: probe: %w", err)
+	}
+	if res.TimedOut || res.Truncated() {
+		return fmt.Errorf("toolchain: probe container timed out or flooded its output")
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(string(res.Stdout), "\n") {
+		seen[strings.TrimSpace(l)] = true
+	}
+	var missing []string
+	for i, d := range dirs {
+		if !seen[fmt.Sprintf("%s/%d/%s", base, i, marker)] {
+			missing = append(missing, d)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return &ProbeError{Dirs: missing}
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("toolchain: probe container exited %d: %s", res.ExitCode, res.Stderr)
+	}
+	r.mu.Lock()
+	r.probed = true
+	r.mu.Unlock()
+	r.log.Debug("probe passed", "dirs", len(dirs))
+	return nil
+}
+
+func removeMarkers(dirs []string, marker string) {
+	for _, d := range dirs {
+		os.Remove(filepath.Join(d, marker))
+	}
+}

@@ -1,0 +1,167 @@
+package toolchain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// reapBudget bounds each engine call of a reap.
+const reapBudget = 30 * time.Second
+
+// Reaper is what Reap needs from the engine; *dockerapi.Client implements it.
+type Reaper interface {
+	ContainerList(ctx context.Context, opts dockerapi.ListOptions) ([]dockerapi.ContainerSummary, error)
+	ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error
+}
+
+// Reap force-removes every container a toolchain run on dataDir left behind:
+// those labelled label.Managed, label.Kind=toolchain and
+// label.DataDir=DataDirID(dataDir), whatever their owner or run. Nothing
+// else is touched. Call it with the data directory's lock held (Open does),
+// so no live run's containers are among them. It returns how many it
+// removed.
+func Reap(ctx context.Context, eng Reaper, dataDir string) (int, error) {
+	return reap(ctx, eng, DataDirID(filepath.Clean(dataDir)), "")
+}
+
+// reap removes the toolchain containers of dataDirID, and only of runID
+// when it is not empty.
+func reap(ctx context.Context, eng Reaper, dataDirID, runID string) (int, error) {
+	if dataDirID == "" {
+		return 0, errors.New("toolchain: reap needs a data directory")
+	}
+	want := map[string]string{label.Managed: label.ManagedValue, label.Kind: label.KindToolchain, label.DataDir: dataDirID}
+	if runID != "" {
+		want[label.Run] = runID
+	}
+	lctx, cancel := context.WithTimeout(ctx, reapBudget)
+	list, err := eng.ContainerList(lctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("toolchain: list containers to reap: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, c := range list {
+		// The engine filtered; check again so a filter bug cannot widen
+		// what we remove.
+		if !hasLabels(c.Labels, want) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapBudget)
+		err := eng.ContainerRemove(rctx, c.ID, dockerapi.RemoveOptions{Force: true, Volumes: true})
+		cancel()
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, dockerapi.ErrNotFound):
+		default:
+			errs = append(errs, fmt.Errorf("toolchain: reap %s: %w", c.ID, err))
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// removeAll removes dir. What the host user cannot remove (the container
+// user's files, on native Linux as a non-root user) is removed by a
+// container running as the container user with dir mounted, after which the
+// host removes the rest.
+func (r *Runner) removeAll(ctx context.Context, dir string) error {
+	err := removeHost(dir)
+	if err == nil {
+		return nil
+	}
+	r.log.Info("removing through a container", "dir", dir, "err", err)
+	if cerr := r.removeInContainer(ctx, writableDirs(dir)); cerr != nil {
+		return fmt.Errorf("toolchain: remove %s: %w (on the host: %v)", dir, cerr, err)
+	}
+	if err := removeHost(dir); err != nil {
+		return fmt.Errorf("toolchain: remove %s after the cleanup container: %w", dir, err)
+	}
+	return nil
+}
+
+// removeHost makes what it owns writable (the module cache is read-only by
+// design) and removes dir.
+func removeHost(dir string) error {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700) // fails harmlessly on what is not ours
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+// writableDirs returns the directories under dir the container user can
+// write into: dir itself if it is world-writable, else its world-writable
+// children (the caches and staging directories of a run directory).
+func writableDirs(dir string) []string {
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && fi.Mode().Perm()&0o007 == 0o007 {
+		return []string{dir}
+	}
+	var out []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err == nil && e.IsDir() && fi.Mode().Perm()&0o007 == 0o007 {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// cleanupTimeout bounds the cleanup container's command.
+const cleanupTimeout = 5 * time.Minute
+
+// removeInContainer empties dirs from inside a container running as the
+// container user: it makes every directory it owns writable, then removes
+// every entry it may. The container runs no repository code; it mounts dirs
+// only, with no network.
+func (r *Runner) removeInContainer(ctx context.Context, dirs []string) error {
+	if len(dirs) == 0 {
+		return errors.New("nothing the container user could remove")
+	}
+	const target = "/cleanup"
+	spec := container.Spec{
+		Image:   r.cfg.Image,
+		Cmd:     TimeoutCmd(cleanupTimeout, []string{"sh", "-c", `chmod -R u+rwx ` + target + ` 2>/dev/null; find ` + target + ` -mindepth 2 -depth -exec rm -rf {} + 2>/dev/null; exit 0`}),
+		Env:     map[string]string{"PATH": PathEnv, "HOME": TmpDir},
+		User:    ContainerUser,
+		Workdir: TmpDir,
+		Init:    true,
+		Labels:  Labels(r.cfg, "cleanup"),
+		Mounts:  []container.Mount{{Type: container.Tmpfs, Target: TmpDir}},
+	}
+	for i, d := range dirs {
+		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: fmt.Sprintf("%s/%d", target, i), Writable: true})
+	}
+	o := r.runOptions("cleanup", cleanupTimeout)
+	o.OutputCap = 64 << 10
+	res, err := container.Run(ctx, r.eng, spec, o)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("cleanup container exited %d: %s", res.ExitCode, res.Stderr)
+	}
+	return nil
+}

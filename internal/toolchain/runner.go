@@ -1,0 +1,401 @@
+package toolchain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// DefaultOwner is the label owner of CLI runs.
+const DefaultOwner = "stockade"
+
+// ErrNotProbed reports a container asked for before Probe succeeded: no
+// profile runs until the mount probe has shown the engine sees the run's
+// directories.
+var ErrNotProbed = errors.New("toolchain: the mount probe has not passed")
+
+// ErrClosed reports a Runner used after Close.
+var ErrClosed = errors.New("toolchain: runner is closed")
+
+// ErrNotOwned reports a Job naming a host directory the Runner did not
+// create for that use (a user's checkout, another validation's cache).
+var ErrNotOwned = errors.New("toolchain: directory not made by this run for this use")
+
+// Result is what one command did: exit code, TimedOut, OOMKilled, capped
+// output and truncation flags, phase durations. It is data about the
+// untrusted code, never a failure of Stockade's.
+type Result = container.Result
+
+// Engine is the part of the engine client a Runner uses;
+// *dockerapi.Client implements it.
+type Engine interface {
+	container.Engine
+	ContainerList(ctx context.Context, opts dockerapi.ListOptions) ([]dockerapi.ContainerSummary, error)
+	ExecCreate(ctx context.Context, containerID string, cfg dockerapi.ExecConfig) (string, error)
+	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
+	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
+	Info(ctx context.Context) (dockerapi.Info, error)
+}
+
+// Options configure Open.
+type Options struct {
+	// DataDir is the data directory: created owner-only (0700) if missing.
+	// Required.
+	DataDir string
+	// Owner labels the run's containers; empty means DefaultOwner. Tests
+	// use unique owners and data directories.
+	Owner string
+	// Config is the run's configuration; Owner, RunID and DataDirID are
+	// filled in by Open.
+	Config Config
+	// LockTimeout is how long Open waits for another run on the same data
+	// directory to finish; zero or negative refuses at once (ErrLocked).
+	LockTimeout time.Duration
+	// OnLockWait, when not nil, is called once if Open has to wait, with
+	// what the lock file says of the holder.
+	OnLockWait func(holder string)
+	// Budgets bound each engine phase of every container (create, start,
+	// kill, logs, remove); a zero field takes container's default.
+	Budgets container.Budgets
+	// Logger receives progress; nil discards.
+	Logger *slog.Logger
+}
+
+// dirKind says what a directory of the run is for; a Job may mount a
+// directory only in the role it was made for.
+type dirKind int
+
+const (
+	kindSnapshot dirKind = iota + 1
+	kindModCache
+	kindModBuild   // Acquire and Mutate's build cache; Execute never mounts it
+	kindBuildCache // a fresh Execute build cache
+	kindStaging
+	kindToolMod
+	kindToolBuild
+	kindToolBin
+	kindImport // a copy of a configured directory (fixture proxy, scan)
+)
+
+// Runner is one toolchain run on a locked data directory. It is safe for
+// concurrent use.
+type Runner struct {
+	eng     Engine
+	cfg     Config
+	dataDir string
+	runDir  string
+	lock    *Lock
+	budgets container.Budgets
+	log     *slog.Logger
+
+	modCache, modBuild string
+
+	mu     sync.Mutex
+	dirs   map[string]dirKind
+	used   map[string]bool // Execute build caches already given to a Start
+	probed bool
+	live   map[*Container]bool
+	closed bool
+}
+
+// Open validates o.Config (refusing any weakening before a container
+// exists), prepares and locks the data directory, reaps what a crashed run
+// on it left behind (containers and run directories), and creates this
+// run's directory with its module cache and its Acquire/Mutate build cache.
+// Configured directories (fixture proxy, scan tools, vulnerability
+// database) are copied into the run directory, so the probe never writes
+// outside it. Close releases everything.
+func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
+	cfg := o.Config
+	cfg.Owner = o.Owner
+	if cfg.Owner == "" {
+		cfg.Owner = DefaultOwner
+	}
+	cfg.RunID = container.RandomHex(6)
+	cfg.DataDirID = "pending"
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir, err := PrepareDataDir(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DataDirID = DataDirID(dir)
+	lock, err := LockDataDir(ctx, dir, o.LockTimeout, "run="+cfg.RunID, o.OnLockWait)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{
+		eng: eng, cfg: cfg, dataDir: dir, lock: lock, budgets: o.Budgets, log: log.With("run", cfg.RunID),
+		dirs: map[string]dirKind{}, used: map[string]bool{}, live: map[*Container]bool{},
+	}
+	fail := func(err error) (*Runner, error) {
+		r.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if info, err := eng.Info(ctx); err == nil && info.NCPU > 0 {
+		r.cfg.Limits = limitsOf(r.cfg)
+		r.cfg.Limits.NanoCPUs = container.ClampCPUs(r.cfg.Limits.NanoCPUs, info.NCPU)
+	}
+	if n, err := Reap(ctx, eng, dir); err != nil {
+		return fail(err)
+	} else if n > 0 {
+		r.log.Info("reaped orphans", "containers", n)
+	}
+	if err := r.removeStaleRuns(ctx); err != nil {
+		return fail(err)
+	}
+	if r.runDir, err = mkdirFresh(dir, "run", DataDirMode); err != nil {
+		return fail(err)
+	}
+	if r.modCache, err = r.mkdir("modcache", kindModCache); err != nil {
+		return fail(err)
+	}
+	if r.modBuild, err = r.mkdir("gocache-mod", kindModBuild); err != nil {
+		return fail(err)
+	}
+	for _, f := range []*string{&r.cfg.FixtureProxy, &r.cfg.ScanTools, &r.cfg.ScanVulnDB} {
+		if *f == "" {
+			continue
+		}
+		dst, err := r.mkdir("import", kindImport)
+		if err != nil {
+			return fail(err)
+		}
+		if err := copyTree(*f, dst, nil); err != nil {
+			return fail(fmt.Errorf("toolchain: copy %s: %w", *f, err))
+		}
+		*f = dst
+	}
+	return r, nil
+}
+
+// Config returns the run's configuration as containers get it: identity
+// filled in, configured directories replaced by their copies.
+func (r *Runner) Config() Config { return r.cfg }
+
+// DataDir returns the data directory (absolute, symlinks resolved).
+func (r *Runner) DataDir() string { return r.dataDir }
+
+// RunID returns the run's ID (label.Run).
+func (r *Runner) RunID() string { return r.cfg.RunID }
+
+// ModCache returns the run's module cache: writable in Acquire and Mutate,
+// read-only in Execute.
+func (r *Runner) ModCache() string { return r.modCache }
+
+// mkdir makes a fresh directory of kind in the run directory.
+func (r *Runner) mkdir(prefix string, k dirKind) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return "", ErrClosed
+	}
+	mode := os.FileMode(CacheDirMode)
+	if k == kindSnapshot || k == kindImport {
+		mode = 0o755
+	}
+	p, err := mkdirFresh(r.runDir, prefix, mode)
+	if err != nil {
+		return "", err
+	}
+	r.dirs[p] = k
+	return p, nil
+}
+
+// NewBuildCache returns a fresh, empty, randomly named build cache for one
+// validation in Execute. Never give one validation's cache to another.
+func (r *Runner) NewBuildCache() (string, error) { return r.mkdir("gocache", kindBuildCache) }
+
+// ToolDirs are the Tool profile's own fresh directories.
+type ToolDirs struct {
+	ModCache, BuildCache string
+	Bin                  string // mounted writable at ToolsDir (GOBIN)
+}
+
+// NewToolDirs returns fresh directories for one Tool job.
+func (r *Runner) NewToolDirs() (ToolDirs, error) {
+	var d ToolDirs
+	var err error
+	if d.ModCache, err = r.mkdir("tool-modcache", kindToolMod); err != nil {
+		return d, err
+	}
+	if d.BuildCache, err = r.mkdir("tool-gocache", kindToolBuild); err != nil {
+		return d, err
+	}
+	d.Bin, err = r.mkdir("tool-bin", kindToolBin)
+	return d, err
+}
+
+// checkJob fills in the run's own caches and refuses directories the run
+// did not make for that role.
+func (r *Runner) checkJob(j *Job) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if !r.probed {
+		return ErrNotProbed
+	}
+	own := func(field, p string, k dirKind) error {
+		if p == "" {
+			return nil
+		}
+		if r.dirs[p] != k {
+			return fmt.Errorf("%w: %s %s", ErrNotOwned, field, p)
+		}
+		return nil
+	}
+	switch j.Profile {
+	case Acquire, Mutate:
+		if j.ModCache == "" {
+			j.ModCache = r.modCache
+		}
+		if j.BuildCache == "" {
+			j.BuildCache = r.modBuild
+		}
+		if err := own("BuildCache", j.BuildCache, kindModBuild); err != nil {
+			return err
+		}
+		if err := own("Staging", j.Staging, kindStaging); err != nil {
+			return err
+		}
+		if err := own("ModCache", j.ModCache, kindModCache); err != nil {
+			return err
+		}
+	case Execute:
+		if j.ModCache == "" {
+			j.ModCache = r.modCache
+		}
+		if err := own("ModCache", j.ModCache, kindModCache); err != nil {
+			return err
+		}
+		if j.BuildCache != "" {
+			if err := own("BuildCache", j.BuildCache, kindBuildCache); err != nil {
+				return fmt.Errorf("%w (%w)", err, ErrNoBuildCache)
+			}
+		}
+	case Tool:
+		for _, c := range []struct {
+			f, p string
+			k    dirKind
+		}{{"ModCache", j.ModCache, kindToolMod}, {"BuildCache", j.BuildCache, kindToolBuild}, {"Tools", j.Tools, kindToolBin}} {
+			if err := own(c.f, c.p, c.k); err != nil {
+				return err
+			}
+		}
+	}
+	return own("Source", j.Source, kindSnapshot)
+}
+
+func (r *Runner) runOptions(p Profile, timeout time.Duration) container.RunOptions {
+	cap := r.cfg.OutputCap
+	if cap == 0 {
+		cap = DefaultOutputCap
+	}
+	return container.RunOptions{
+		Name:      container.RandomName("tc-" + string(p)),
+		Timeout:   timeout + HostGrace,
+		OutputCap: cap,
+		Budgets:   r.budgets,
+		Logger:    r.log.With("profile", string(p)),
+	}
+}
+
+// Run runs job in a one-shot container of its profile and removes the
+// container. Kill, log collection and removal each have their own budget
+// (container.Run). The command runs under an in-container `timeout -s KILL`;
+// the host kills the container HostGrace later if it is still there.
+// Result.TimedOut is set by either.
+func (r *Runner) Run(ctx context.Context, job Job) (Result, error) {
+	return r.run(ctx, job, false)
+}
+
+func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
+	if err := r.checkJob(&job); err != nil {
+		return Result{}, err
+	}
+	spec, err := NewSpec(r.cfg, job)
+	if err != nil {
+		return Result{}, err
+	}
+	timeout := timeoutOf(r.cfg, job)
+	o := r.runOptions(job.Profile, timeout)
+	o.Keep = keep
+	res, err := container.Run(ctx, r.eng, spec, o)
+	markTimeout(&res, timeout, res.Phases.Wait)
+	return res, err
+}
+
+// markTimeout sets TimedOut when the in-container timeout killed the
+// command: SIGKILL's 137 at or after the timeout, not for memory.
+func markTimeout(res *Result, timeout, ran time.Duration) {
+	if !res.TimedOut && res.ExitCode == 137 && !res.OOMKilled && ran+time.Second >= timeout {
+		res.TimedOut = true
+	}
+}
+
+// Close removes the run's live containers and every directory the run made
+// (through a container when the host user cannot remove what the container
+// user wrote), and releases the data directory's lock. It returns the first
+// failure; the lock is released regardless.
+func (r *Runner) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	live := make([]*Container, 0, len(r.live))
+	for c := range r.live {
+		live = append(live, c)
+	}
+	r.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	for _, c := range live {
+		errs = append(errs, c.Close(ctx))
+	}
+	if _, err := reap(ctx, r.eng, r.cfg.DataDirID, r.cfg.RunID); err != nil {
+		errs = append(errs, err)
+	}
+	if r.runDir != "" {
+		if err := r.removeAll(ctx, r.runDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, r.lock.Unlock())
+	return errors.Join(errs...)
+}
+
+// removeStaleRuns removes the run directories of crashed runs: with the
+// lock held, no live run uses any.
+func (r *Runner) removeStaleRuns(ctx context.Context) error {
+	ents, err := os.ReadDir(r.dataDir)
+	if err != nil {
+		return fmt.Errorf("toolchain: %w", err)
+	}
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "run-") {
+			if err := r.removeAll(ctx, filepath.Join(r.dataDir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,510 @@
+package toolchain
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Bounds on a snapshot, so a hostile repository cannot fill the disk.
+const (
+	MaxSnapshotFiles = 200_000 // files, directories and symlinks
+	MaxSnapshotBytes = 2 << 30 // bytes of file content
+	// gitOutputCap caps what one git command may print, in bytes, except
+	// cat-file, whose blobs count against MaxSnapshotBytes.
+	gitOutputCap = 256 << 20
+)
+
+// ErrSnapshot reports a source that could not be snapshotted: missing,
+// too large, a git checkout without a commit, or an unsafe path in it.
+var ErrSnapshot = errors.New("toolchain: cannot snapshot source")
+
+// SnapshotOptions say what to take from a git checkout.
+type SnapshotOptions struct {
+	// Worktree takes the working tree, uncommitted and untracked (but not
+	// ignored) files included, instead of the committed tree of HEAD.
+	// It changes nothing for a directory that is not a git checkout.
+	Worktree bool
+}
+
+// Snapshot is a read-only copy of a source directory in the run directory.
+type Snapshot struct {
+	Dir      string // host directory; pass it as Job.Source
+	Git      bool   // the source is the top of a git checkout
+	Commit   string // HEAD's commit ID when Git
+	Worktree bool   // the working tree was taken, not HEAD
+	Files    int    // regular files copied
+	Bytes    int64  // their total size
+}
+
+// Snapshot copies src into a fresh snapshot directory of the run. When src
+// is the top directory of a git checkout it takes HEAD's committed tree
+// (read from the object database, so no filter, hook or fsmonitor the
+// repository configures runs), or with o.Worktree the working tree's
+// tracked and untracked files; otherwise it copies the directory. The
+// user's directory is only read. Symlinks are copied as symlinks, never
+// followed; special files and .git directories are skipped; file modes
+// become 0644 or 0755, directories 0755.
+func (r *Runner) Snapshot(ctx context.Context, src string, o SnapshotOptions) (Snapshot, error) {
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return Snapshot{}, fmt.Errorf("%w: %s is not a directory", ErrSnapshot, src)
+	}
+	dst, err := r.mkdir("src", kindSnapshot)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s := Snapshot{Dir: dst}
+	w := &treeWriter{}
+	if w.root, err = os.OpenRoot(dst); err != nil {
+		return s, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	defer w.root.Close()
+	if isGitTop(ctx, abs) {
+		s.Git, s.Worktree = true, o.Worktree
+		if s.Commit, err = gitHead(ctx, abs); err != nil {
+			return s, err
+		}
+		if o.Worktree {
+			err = copyWorktree(ctx, abs, w)
+		} else {
+			err = copyCommit(ctx, abs, s.Commit, w)
+		}
+	} else {
+		err = copyTree(abs, dst, w)
+	}
+	s.Files, s.Bytes = w.files, w.bytes
+	return s, err
+}
+
+// NewStaging returns a fresh staging directory for Mutate holding a
+// writable copy of snap's go.mod and go.sum (when it has one).
+func (r *Runner) NewStaging(snap Snapshot) (string, error) {
+	if r.kind(snap.Dir) != kindSnapshot {
+		return "", fmt.Errorf("%w: %s is not a snapshot of this run", ErrNotOwned, snap.Dir)
+	}
+	dir, err := r.mkdir("staging", kindStaging)
+	if err != nil {
+		return "", err
+	}
+	for _, name := range []string{"go.mod", "go.sum"} {
+		b, err := readRegular(filepath.Join(snap.Dir, name), 64<<20)
+		if errors.Is(err, fs.ErrNotExist) && name == "go.sum" {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("toolchain: staging %s: %w", name, err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o666); err != nil {
+			return "", fmt.Errorf("toolchain: staging: %w", err)
+		}
+		if err := os.Chmod(p, 0o666); err != nil { // past the umask: the container user writes it
+			return "", fmt.Errorf("toolchain: staging: %w", err)
+		}
+	}
+	return dir, nil
+}
+
+func (r *Runner) kind(p string) dirKind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dirs[p]
+}
+
+// readRegular reads a regular file (not through a symlink) of at most max
+// bytes.
+func readRegular(p string, max int64) ([]byte, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
+	}
+	return os.ReadFile(p)
+}
+
+// treeWriter writes a tree below root, refusing unsafe names and counting
+// against the snapshot bounds. os.Root keeps every write inside root even
+// if an earlier entry was a symlink.
+type treeWriter struct {
+	root  *os.Root
+	files int
+	bytes int64
+	n     int
+}
+
+// safeRel cleans a slash-separated relative name and reports whether it
+// may be written: relative, no "..", no .git component.
+func safeRel(name string) (string, bool) {
+	if name == "" || strings.HasPrefix(name, "/") || strings.ContainsRune(name, 0) {
+		return "", false
+	}
+	c := path.Clean(name)
+	if c == "." || c == ".." || strings.HasPrefix(c, "../") {
+		return "", false
+	}
+	for _, e := range strings.Split(c, "/") {
+		if e == ".git" {
+			return "", false
+		}
+	}
+	return c, true
+}
+
+func (w *treeWriter) count(size int64) error {
+	w.n++
+	w.bytes += size
+	if w.n > MaxSnapshotFiles {
+		return fmt.Errorf("%w: more than %d entries", ErrSnapshot, MaxSnapshotFiles)
+	}
+	if w.bytes > MaxSnapshotBytes {
+		return fmt.Errorf("%w: more than %d bytes", ErrSnapshot, int64(MaxSnapshotBytes))
+	}
+	return nil
+}
+
+func (w *treeWriter) parent(name string) error {
+	if d := path.Dir(name); d != "." {
+		if err := w.root.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		}
+	}
+	return nil
+}
+
+func (w *treeWriter) dir(name string) error {
+	if err := w.count(0); err != nil {
+		return err
+	}
+	if err := w.root.MkdirAll(name, 0o755); err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	return w.root.Chmod(name, 0o755)
+}
+
+func (w *treeWriter) file(name string, exe bool, size int64, r io.Reader) error {
+	if err := w.count(size); err != nil {
+		return err
+	}
+	if err := w.parent(name); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if exe {
+		mode = 0o755
+	}
+	f, err := w.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != size {
+		err = fmt.Errorf("%s: read %d of %d bytes", name, n, size)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	w.files++
+	return w.root.Chmod(name, mode)
+}
+
+func (w *treeWriter) symlink(name, target string) error {
+	if err := w.count(0); err != nil {
+		return err
+	}
+	if err := w.parent(name); err != nil {
+		return err
+	}
+	if err := w.root.Symlink(target, name); err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	return nil
+}
+
+// copyTree copies the directory src into dst (which exists). With w nil it
+// opens its own writer on dst.
+func copyTree(src, dst string, w *treeWriter) error {
+	if w == nil {
+		root, err := os.OpenRoot(dst)
+		if err != nil {
+			return err
+		}
+		defer root.Close()
+		w = &treeWriter{root: root}
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		}
+		if p == src {
+			return nil
+		}
+		rel, _ := filepath.Rel(src, p)
+		name, ok := safeRel(filepath.ToSlash(rel))
+		if !ok {
+			if d.IsDir() {
+				return filepath.SkipDir // .git
+			}
+			return nil
+		}
+		return copyEntry(p, name, d.Type(), w)
+	})
+}
+
+// copyEntry copies one host entry p of type t to name.
+func copyEntry(p, name string, t fs.FileMode, w *treeWriter) error {
+	switch {
+	case t.IsDir():
+		return w.dir(name)
+	case t&fs.ModeSymlink != 0:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		}
+		return w.symlink(name, target)
+	case t.IsRegular():
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s changed while copied", ErrSnapshot, p)
+		}
+		return w.file(name, fi.Mode()&0o111 != 0, fi.Size(), f)
+	}
+	return nil // sockets, devices, fifos: not source
+}
+
+// git runs git in dir with an environment of its own: no system or global
+// configuration, no prompts, and the repository's own fsmonitor and hooks
+// disabled, so reading an untrusted checkout runs none of its programs.
+func git(ctx context.Context, dir string, stdout io.Writer, args ...string) error {
+	full := append([]string{"-C", dir,
+		"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+		"-c", "safe.directory=*", "-c", "core.quotePath=false"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdout, &limitWriter{w: &stderr, n: 64 << 10}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+func gitOut(ctx context.Context, dir string, args ...string) (string, error) {
+	var out bytes.Buffer
+	err := git(ctx, dir, &limitWriter{w: &out, n: gitOutputCap}, args...)
+	return out.String(), err
+}
+
+// isGitTop reports whether dir is the top directory of a git work tree.
+func isGitTop(ctx context.Context, dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err != nil {
+		return false
+	}
+	out, err := gitOut(ctx, dir, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return false
+	}
+	top, err := filepath.EvalSymlinks(strings.TrimSpace(out))
+	if err != nil {
+		return false
+	}
+	d, err := filepath.EvalSymlinks(dir)
+	return err == nil && top == d
+}
+
+func gitHead(ctx context.Context, dir string) (string, error) {
+	out, err := gitOut(ctx, dir, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("%w: git checkout without a commit: %v", ErrSnapshot, err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// copyCommit writes the tree of commit: ls-tree lists it, cat-file --batch
+// streams the blobs raw (no smudge filters, no export-subst).
+func copyCommit(ctx context.Context, dir, commit string, w *treeWriter) error {
+	list, err := gitOut(ctx, dir, "ls-tree", "-r", "-t", "-z", "--full-tree", "-l", commit)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	type entry struct {
+		mode, oid, name string
+		size            int64
+	}
+	var blobs []entry
+	for _, rec := range strings.Split(list, "\x00") {
+		if rec == "" {
+			continue
+		}
+		meta, name, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 4 {
+			return fmt.Errorf("%w: unexpected ls-tree line %q", ErrSnapshot, rec)
+		}
+		clean, safe := safeRel(name)
+		if !safe {
+			continue
+		}
+		switch f[1] {
+		case "tree":
+			if err := w.dir(clean); err != nil {
+				return err
+			}
+		case "blob":
+			size, err := strconv.ParseInt(f[3], 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: size in %q", ErrSnapshot, rec)
+			}
+			blobs = append(blobs, entry{f[0], f[2], clean, size})
+		}
+		// "commit" is a submodule: its content is not in this repository.
+	}
+	if len(blobs) == 0 {
+		return nil
+	}
+	var in bytes.Buffer
+	for _, b := range blobs {
+		in.WriteString(b.oid + "\n")
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		cmdErr := gitStdin(ctx, dir, &in, pw, "cat-file", "--batch")
+		pw.CloseWithError(cmdErr)
+		done <- cmdErr
+	}()
+	br := bufio.NewReaderSize(pr, 64<<10)
+	var rerr error
+	for _, b := range blobs {
+		hdr, err := br.ReadString('\n')
+		if err != nil {
+			rerr = fmt.Errorf("%w: cat-file: %v", ErrSnapshot, err)
+			break
+		}
+		f := strings.Fields(hdr)
+		if len(f) != 3 || f[0] != b.oid || f[1] != "blob" {
+			rerr = fmt.Errorf("%w: cat-file answered %q for %s", ErrSnapshot, strings.TrimSpace(hdr), b.oid)
+			break
+		}
+		size, _ := strconv.ParseInt(f[2], 10, 64)
+		if b.mode == "120000" {
+			if size > 4096 {
+				rerr = fmt.Errorf("%w: symlink %s too long", ErrSnapshot, b.name)
+				break
+			}
+			t := make([]byte, size)
+			if _, err := io.ReadFull(br, t); err != nil {
+				rerr = fmt.Errorf("%w: %v", ErrSnapshot, err)
+				break
+			}
+			rerr = w.symlink(b.name, string(t))
+		} else {
+			rerr = w.file(b.name, b.mode == "100755", size, br)
+		}
+		if rerr != nil {
+			break
+		}
+		if _, err := br.Discard(1); err != nil { // the newline after each object
+			rerr = fmt.Errorf("%w: %v", ErrSnapshot, err)
+			break
+		}
+	}
+	pr.CloseWithError(errors.New("toolchain: snapshot stopped reading"))
+	if err := <-done; rerr == nil && err != nil {
+		rerr = fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	return rerr
+}
+
+func gitStdin(ctx context.Context, dir string, stdin io.Reader, stdout io.Writer, args ...string) error {
+	full := append([]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "safe.directory=*"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"}
+	cmd.Stdin, cmd.Stdout = stdin, stdout
+	var stderr bytes.Buffer
+	cmd.Stderr = &limitWriter{w: &stderr, n: 64 << 10}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// copyWorktree copies the files git would commit from the working tree:
+// tracked files that still exist, and untracked files that are not ignored.
+func copyWorktree(ctx context.Context, dir string, w *treeWriter) error {
+	list, err := gitOut(ctx, dir, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--deduplicate")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	src, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	defer src.Close()
+	for _, name := range strings.Split(list, "\x00") {
+		clean, ok := safeRel(name)
+		if !ok {
+			continue
+		}
+		// Lstat through the root: no parent directory may be a symlink
+		// that leaves the checkout.
+		fi, err := src.Lstat(clean)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the working tree
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		}
+		if fi.IsDir() {
+			continue // a submodule's directory
+		}
+		if err := copyEntry(filepath.Join(dir, filepath.FromSlash(clean)), clean, fi.Mode().Type(), w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitWriter keeps at most n bytes and then fails, so a runaway git
+// command cannot exhaust memory.
+type limitWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.n {
+		return 0, errors.New("output too large")
+	}
+	l.n -= int64(len(p))
+	return l.w.Write(p)
+}

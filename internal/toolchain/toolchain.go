@@ -1,0 +1,550 @@
+// Package toolchain runs Go toolchain commands against an untrusted
+// repository, each in a container of one of four profiles: Acquire, Mutate,
+// Execute and Tool.
+//
+// Threat model: the repository is hostile. Its code runs only in the
+// Execute profile, which has no network (enforced by the engine), sees the
+// source snapshot and the module cache read-only, and can write only a
+// fresh, randomly named build cache of its own and a tmpfs at /tmp. Acquire
+// and Mutate run only the toolchain's own module commands, with a writable
+// module cache and network limited by configuration to the configured proxy.
+// Tool builds a pinned tool and shares nothing with the repository. Every
+// container is made by internal/container (read-only root, every capability
+// dropped, no new privileges, user 65534, an environment built from scratch,
+// cpu/memory/pids limits), is wrapped in an in-container timeout, and carries
+// labels naming the run, the profile and the data directory so a crashed
+// run's containers can be reaped.
+//
+// NewSpec turns (configuration, job) into a container.Spec and is the only
+// place the profiles are written down. A Runner owns one run: the locked data
+// directory, the source snapshots, the caches, the mount probe, and the
+// containers (one-shot with Run, long-lived with Start).
+package toolchain
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/label"
+)
+
+// Profile is what a container is for; it decides its mounts, network and
+// environment.
+type Profile string
+
+// The profiles of the seed's table.
+const (
+	// Acquire downloads modules: source read-only, module cache writable,
+	// network limited to the configured proxy (none with a fixture proxy).
+	Acquire Profile = "acquire"
+	// Mutate changes the manifests: as Acquire, plus a writable staging copy
+	// of go.mod and go.sum at StagingDir.
+	Mutate Profile = "mutate"
+	// Execute builds, vets and tests the repository: no network, source and
+	// module cache read-only, a fresh build cache of its own.
+	Execute Profile = "execute"
+	// Tool builds a pinned tool: no source, fresh module and build caches of
+	// its own, writable ToolsDir, proxy.golang.org and sum.golang.org only.
+	Tool Profile = "tool"
+)
+
+// Profiles lists every profile.
+var Profiles = []Profile{Acquire, Mutate, Execute, Tool}
+
+// Paths inside the containers.
+const (
+	SourceDir       = "/src"           // the source snapshot, read-only
+	ModCacheDir     = "/modcache"      // GOMODCACHE
+	BuildCacheDir   = "/gocache"       // GOCACHE
+	StagingDir      = "/staging"       // Mutate's writable copy of go.mod/go.sum
+	ToolsDir        = "/tools"         // Tool: GOBIN, writable; Execute: scanner, read-only
+	VulnDBDir       = "/vulndb"        // Execute with a scan: vulnerability database, read-only
+	FixtureProxyDir = "/fixture-proxy" // a GOPROXY file-layout directory, read-only
+	TmpDir          = "/tmp"           // exec-enabled tmpfs; HOME and TMPDIR
+	// PathEnv is the PATH every container gets; the images put Go at
+	// /usr/local/go and busybox in /bin.
+	PathEnv = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
+)
+
+// Public endpoints the Tool profile always uses, whatever the run uses.
+const (
+	ToolProxy = "https://proxy.golang.org"
+	ToolSumDB = "sum.golang.org"
+)
+
+// Defaults and limits. Each is a budget with its unit in the name or comment.
+const (
+	// DefaultProxy is GOPROXY when Config.Proxy is empty.
+	DefaultProxy = "https://proxy.golang.org"
+	// DefaultSumDB is GOSUMDB when Config.SumDB is empty.
+	DefaultSumDB = "sum.golang.org"
+	// DefaultTimeout bounds one command when neither Job nor Config says.
+	DefaultTimeout = 10 * time.Minute
+	// MaxTimeout is the longest command timeout accepted.
+	MaxTimeout = 2 * time.Hour
+	// HostGrace is how much longer the host waits than the in-container
+	// timeout before it kills the container itself.
+	HostGrace = 10 * time.Second
+	// DefaultMemoryBytes is the memory limit, including the /tmp tmpfs the
+	// kernel charges to the container: the toolchain links test binaries.
+	DefaultMemoryBytes = 3 << 30
+	// DefaultNanoCPUs is two CPUs, clamped to what the engine has.
+	DefaultNanoCPUs = 2_000_000_000
+	// DefaultPidsLimit bounds processes and threads: go test runs a
+	// compiler per package and a test binary per package in parallel.
+	DefaultPidsLimit = 1024
+	// TmpBytes is the size of the /tmp tmpfs.
+	TmpBytes = 1 << 30
+	// DefaultOutputCap is how much of each of stdout and stderr a command
+	// keeps, in bytes; the rest is counted and flagged as truncated.
+	DefaultOutputCap = 16 << 20
+	// ContainerUser is the user every profile runs as.
+	ContainerUser = container.NobodyUser
+)
+
+// Errors callers branch on. Every error from NewSpec and Config.Validate
+// matches ErrInvalidConfig or ErrInvalidJob (and ErrWeakened when the
+// problem is that the setting would weaken a profile).
+var (
+	// ErrInvalidConfig reports a Config that is malformed or weakens a profile.
+	ErrInvalidConfig = errors.New("toolchain: invalid configuration")
+	// ErrInvalidJob reports a Job that does not fit its profile.
+	ErrInvalidJob = errors.New("toolchain: invalid job")
+	// ErrWeakened reports a setting refused because it would weaken a
+	// profile's guarantees (a direct proxy, the checksum database off, a
+	// writable source, a missing fresh build cache).
+	ErrWeakened = errors.New("toolchain: setting would weaken the profile")
+	// ErrNoBuildCache reports an Execute job without its fresh build cache.
+	ErrNoBuildCache = errors.New("toolchain: execute needs a fresh build cache")
+)
+
+// ConfigError says which setting of a Config or Job was refused and why.
+type ConfigError struct {
+	Field  string // the Config or Job field, such as "Proxy"
+	Reason string
+	kind   error // ErrInvalidConfig or ErrInvalidJob
+	weak   bool  // also matches ErrWeakened
+	other  error // an extra sentinel, such as ErrNoBuildCache
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", e.kind, e.Field, e.Reason)
+}
+
+// Is matches ErrInvalidConfig or ErrInvalidJob, ErrWeakened for a
+// weakening, and ErrNoBuildCache where it applies.
+func (e *ConfigError) Is(target error) bool {
+	return target == e.kind || (e.weak && target == ErrWeakened) || (e.other != nil && target == e.other)
+}
+
+func configErr(field, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...), kind: ErrInvalidConfig}
+}
+
+func jobErr(field, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...), kind: ErrInvalidJob}
+}
+
+func weak(e *ConfigError) *ConfigError { e.weak = true; return e }
+
+// Config is what a run is configured with. The zero value, plus an Image,
+// is the strictest configuration: proxy.golang.org with the checksum
+// database, default limits and timeouts, no scan.
+type Config struct {
+	// Image is the toolchain image (an ID, pinned). Required.
+	Image string
+	// Proxy is GOPROXY for Acquire, Mutate and Execute: one or more proxy
+	// URLs (https or http) separated by commas or pipes. "direct", "off"
+	// and file URLs are refused (use FixtureProxy). Empty means
+	// DefaultProxy. It must be empty with FixtureProxy.
+	Proxy string
+	// SumDB is GOSUMDB: empty means DefaultSumDB; "off" is refused unless
+	// FixtureProxy is set, which turns it off.
+	SumDB string
+	// FixtureProxy is a host directory in GOPROXY file layout. When set,
+	// Acquire and Mutate mount it read-only at FixtureProxyDir, use
+	// GOPROXY=file:///fixture-proxy and GOSUMDB=off, and have no network.
+	FixtureProxy string
+	// ScanTools and ScanVulnDB are host directories mounted read-only in
+	// Execute at ToolsDir and VulnDBDir. Both or neither: a scan needs the
+	// scanner and its database.
+	ScanTools, ScanVulnDB string
+	// Limits are each container's resource limits; a zero field takes
+	// DefaultNanoCPUs, DefaultMemoryBytes or DefaultPidsLimit.
+	Limits container.Limits
+	// Timeout bounds each command (and a long-lived container's life) when
+	// the Job does not; zero means DefaultTimeout.
+	Timeout time.Duration
+	// OutputCap is how many bytes of each stream a command keeps; zero
+	// means DefaultOutputCap.
+	OutputCap int64
+
+	// Owner, RunID and DataDirID label every container (label.Owner,
+	// label.Run, label.DataDir). A Runner sets them; NewSpec requires them.
+	Owner, RunID, DataDirID string
+}
+
+// Validate refuses a configuration that is malformed or would weaken a
+// profile. It does not look at the filesystem.
+func (c Config) Validate() error {
+	if c.Image == "" {
+		return configErr("Image", "no toolchain image")
+	}
+	if c.FixtureProxy != "" {
+		if !cleanAbs(c.FixtureProxy) {
+			return configErr("FixtureProxy", "%q is not an absolute clean path", c.FixtureProxy)
+		}
+		if c.Proxy != "" {
+			return configErr("Proxy", "a fixture proxy replaces the configured proxy; set one, not both")
+		}
+		if c.SumDB != "" && c.SumDB != "off" {
+			return configErr("SumDB", "a fixture proxy turns the checksum database off; %q cannot be used with it", c.SumDB)
+		}
+	} else {
+		if err := checkProxy(c.Proxy); err != nil {
+			return err
+		}
+		if err := checkSumDB(c.SumDB); err != nil {
+			return err
+		}
+	}
+	if (c.ScanTools == "") != (c.ScanVulnDB == "") {
+		return configErr("ScanTools", "a scan needs both the tools and the vulnerability database directories")
+	}
+	for f, p := range map[string]string{"ScanTools": c.ScanTools, "ScanVulnDB": c.ScanVulnDB} {
+		if p != "" && !cleanAbs(p) {
+			return configErr(f, "%q is not an absolute clean path", p)
+		}
+	}
+	if c.Timeout < 0 || c.Timeout > MaxTimeout {
+		return configErr("Timeout", "%v is outside 0..%v", c.Timeout, MaxTimeout)
+	}
+	if c.OutputCap < 0 {
+		return configErr("OutputCap", "negative")
+	}
+	if c.Limits.NanoCPUs < 0 || c.Limits.MemoryBytes < 0 || c.Limits.PidsLimit < 0 {
+		return configErr("Limits", "negative limit")
+	}
+	return nil
+}
+
+// checkProxy refuses GOPROXY values that could reach anything but a proxy.
+func checkProxy(p string) error {
+	if p == "" {
+		return nil
+	}
+	for _, e := range strings.FieldsFunc(p, func(r rune) bool { return r == ',' || r == '|' }) {
+		e = strings.TrimSpace(e)
+		switch strings.ToLower(e) {
+		case "direct":
+			return weak(configErr("Proxy", "%q falls back to direct: acquisition must go through the proxy only", p))
+		case "off":
+			return weak(configErr("Proxy", "%q turns the proxy off", p))
+		}
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return configErr("Proxy", "%q is not an http(s) proxy URL (use FixtureProxy for a directory)", e)
+		}
+		if u.User != nil {
+			return configErr("Proxy", "%q carries credentials; containers get none", e)
+		}
+	}
+	if strings.ContainsAny(p, " \t\n\x00") {
+		return configErr("Proxy", "%q has whitespace", p)
+	}
+	return nil
+}
+
+func checkSumDB(s string) error {
+	if s == "" {
+		return nil
+	}
+	if strings.EqualFold(strings.TrimSpace(s), "off") {
+		return weak(configErr("SumDB", "the checksum database may be off only with a fixture proxy"))
+	}
+	if strings.ContainsAny(s, "\t\n\x00") {
+		return configErr("SumDB", "%q has control characters", s)
+	}
+	return nil
+}
+
+// Job is one command in one profile. Host paths must be absolute and clean;
+// a Runner fills in the caches it owns and checks the rest are its own.
+type Job struct {
+	Profile Profile
+	// Cmd is the argv, run under `timeout -s KILL` in the container. It
+	// must not be empty (except for Runner.Start, which supplies its own).
+	Cmd []string
+	// Dir is the working directory in the container; empty means SourceDir
+	// when there is a source, else TmpDir.
+	Dir string
+	// Source is the host snapshot mounted read-only at SourceDir. Tool must
+	// not have one.
+	Source string
+	// ModCache is the host module cache at ModCacheDir: writable in Acquire
+	// and Mutate, read-only in Execute. Tool's must be its own (fresh).
+	ModCache string
+	// BuildCache is the host build cache at BuildCacheDir, always writable.
+	// Required in every profile; Execute's must be fresh per validation.
+	BuildCache string
+	// Staging is Mutate's writable copy of go.mod and go.sum at StagingDir
+	// (go get -modfile=/staging/go.mod writes go.sum beside it). Only Mutate
+	// may have one.
+	Staging string
+	// Tools is Tool's writable install directory at ToolsDir (GOBIN). Only
+	// Tool may have one.
+	Tools string
+	// Env adds variables from an allowlist (see ExtraEnv); the variables
+	// each profile sets cannot be overridden.
+	Env map[string]string
+	// Timeout bounds the command inside the container; zero means
+	// Config.Timeout.
+	Timeout time.Duration
+}
+
+// ExtraEnv is the allowlist of variables a Job may add. Everything that
+// decides where modules come from, where caches are, or what is trusted is
+// set by the profile and cannot be added.
+var ExtraEnv = map[string]bool{
+	"CGO_ENABLED": true, "GOOS": true, "GOARCH": true, "GOAMD64": true, "GOARM64": true,
+	"GOEXPERIMENT": true, "GODEBUG": true, "GOMAXPROCS": true, "GOGC": true,
+	"GOMEMLIMIT": true, "GOTRACEBACK": true, "GOCACHEPROG": true,
+}
+
+// timeoutOf resolves a job's timeout.
+func timeoutOf(cfg Config, j Job) time.Duration {
+	switch {
+	case j.Timeout > 0:
+		return j.Timeout
+	case cfg.Timeout > 0:
+		return cfg.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Env returns the environment of profile p under cfg, built from scratch:
+// exactly these variables, nothing from the host.
+func Env(p Profile, cfg Config) map[string]string {
+	env := map[string]string{
+		"GOFLAGS":     "-mod=mod",
+		"GOTOOLCHAIN": "local",
+		"GOPRIVATE":   "",
+		"GOMODCACHE":  ModCacheDir,
+		"GOCACHE":     BuildCacheDir,
+		"HOME":        TmpDir,
+		"TMPDIR":      TmpDir,
+		"PATH":        PathEnv,
+	}
+	switch {
+	case p == Tool:
+		env["GOPROXY"], env["GOSUMDB"] = ToolProxy, ToolSumDB
+		env["GOBIN"] = ToolsDir
+	case cfg.FixtureProxy != "":
+		env["GOPROXY"], env["GOSUMDB"] = "file://"+FixtureProxyDir, "off"
+	default:
+		env["GOPROXY"], env["GOSUMDB"] = cfg.Proxy, cfg.SumDB
+		if env["GOPROXY"] == "" {
+			env["GOPROXY"] = DefaultProxy
+		}
+		if env["GOSUMDB"] == "" {
+			env["GOSUMDB"] = DefaultSumDB
+		}
+	}
+	return env
+}
+
+// NewSpec returns the container for job under cfg: the profile's mounts,
+// network, environment, limits, labels and in-container timeout. It refuses
+// (with a *ConfigError) anything that does not fit the profile, before any
+// container exists.
+func NewSpec(cfg Config, job Job) (container.Spec, error) {
+	if err := cfg.Validate(); err != nil {
+		return container.Spec{}, err
+	}
+	if cfg.Owner == "" || cfg.RunID == "" || cfg.DataDirID == "" {
+		return container.Spec{}, configErr("Owner", "owner, run id and data directory id label every container; a Runner sets them")
+	}
+	if err := checkJob(cfg, job); err != nil {
+		return container.Spec{}, err
+	}
+	timeout := timeoutOf(cfg, job)
+	s := container.Spec{
+		Image:    cfg.Image,
+		Cmd:      TimeoutCmd(timeout, job.Cmd),
+		Env:      Env(job.Profile, cfg),
+		User:     ContainerUser,
+		Workdir:  job.Dir,
+		Limits:   limitsOf(cfg),
+		Init:     true,
+		Hostname: "stockade",
+		Labels:   Labels(cfg, job.Profile),
+	}
+	for k, v := range job.Env {
+		s.Env[k] = v
+	}
+	if s.Workdir == "" {
+		s.Workdir = TmpDir
+		if job.Source != "" {
+			s.Workdir = SourceDir
+		}
+	}
+	bind := func(src, dst string, writable bool) {
+		if src != "" {
+			s.Mounts = append(s.Mounts, container.Mount{Type: container.Bind, Source: src, Target: dst, Writable: writable})
+		}
+	}
+	s.Mounts = append(s.Mounts, container.Mount{Type: container.Tmpfs, Target: TmpDir, Exec: true, SizeBytes: TmpBytes})
+	bind(job.Source, SourceDir, false)
+	bind(job.BuildCache, BuildCacheDir, true)
+	switch job.Profile {
+	case Acquire, Mutate:
+		bind(job.ModCache, ModCacheDir, true)
+		bind(job.Staging, StagingDir, true)
+		if cfg.FixtureProxy != "" {
+			bind(cfg.FixtureProxy, FixtureProxyDir, false)
+			s.Network = "none"
+		} else {
+			s.Network = "bridge"
+		}
+	case Execute:
+		bind(job.ModCache, ModCacheDir, false)
+		bind(cfg.ScanTools, ToolsDir, false)
+		bind(cfg.ScanVulnDB, VulnDBDir, false)
+		s.Network = "none"
+	case Tool:
+		bind(job.ModCache, ModCacheDir, true)
+		bind(job.Tools, ToolsDir, true)
+		s.Network = "bridge"
+	}
+	return s, nil
+}
+
+// checkJob refuses what does not fit job.Profile.
+func checkJob(cfg Config, j Job) error {
+	switch j.Profile {
+	case Acquire, Mutate, Execute, Tool:
+	default:
+		return jobErr("Profile", "unknown profile %q", j.Profile)
+	}
+	if len(j.Cmd) == 0 {
+		return jobErr("Cmd", "no command")
+	}
+	for _, a := range j.Cmd {
+		if strings.ContainsRune(a, 0) {
+			return jobErr("Cmd", "argument with a NUL byte")
+		}
+	}
+	if j.Dir != "" && !cleanAbs(j.Dir) {
+		return jobErr("Dir", "%q is not an absolute clean path", j.Dir)
+	}
+	if j.Timeout < 0 || j.Timeout > MaxTimeout {
+		return jobErr("Timeout", "%v is outside 0..%v", j.Timeout, MaxTimeout)
+	}
+	for f, p := range map[string]string{"Source": j.Source, "ModCache": j.ModCache, "BuildCache": j.BuildCache, "Staging": j.Staging, "Tools": j.Tools} {
+		if p != "" && !cleanAbs(p) {
+			return jobErr(f, "%q is not an absolute clean path", p)
+		}
+	}
+	if j.BuildCache == "" {
+		e := weak(jobErr("BuildCache", "profile %s has no build cache of its own", j.Profile))
+		if j.Profile == Execute {
+			e.other = ErrNoBuildCache
+		}
+		return e
+	}
+	// One host directory, one mount: a cache mounted twice (writable and
+	// read-only) would make the read-only one meaningless.
+	seen := map[string]string{}
+	for _, f := range []struct{ name, p string }{{"Source", j.Source}, {"ModCache", j.ModCache}, {"BuildCache", j.BuildCache}, {"Staging", j.Staging}, {"Tools", j.Tools}, {"FixtureProxy", cfg.FixtureProxy}, {"ScanTools", cfg.ScanTools}, {"ScanVulnDB", cfg.ScanVulnDB}} {
+		if f.p == "" {
+			continue
+		}
+		if prev, dup := seen[f.p]; dup {
+			return weak(jobErr(f.name, "%s is also %s", f.p, prev))
+		}
+		for q, prev := range seen {
+			if within(f.p, q) || within(q, f.p) {
+				return weak(jobErr(f.name, "%s overlaps %s (%s)", f.p, prev, q))
+			}
+		}
+		seen[f.p] = f.name
+	}
+	if j.Staging != "" && j.Profile != Mutate {
+		return weak(jobErr("Staging", "only mutate has a writable staging copy"))
+	}
+	if j.Tools != "" && j.Profile != Tool {
+		return weak(jobErr("Tools", "only tool has a writable tools directory"))
+	}
+	if j.Profile == Tool {
+		if j.Source != "" {
+			return weak(jobErr("Source", "tool mounts no source"))
+		}
+		if j.ModCache == "" || j.Tools == "" {
+			return jobErr("ModCache", "tool needs its own module cache and install directory")
+		}
+	}
+	if j.Profile == Mutate && j.Staging == "" {
+		return jobErr("Staging", "mutate needs its staging copy of the manifests")
+	}
+	names := make([]string, 0, len(j.Env))
+	for k := range j.Env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if !ExtraEnv[k] {
+			return weak(jobErr("Env", "%s is set by the profile or not allowed", k))
+		}
+	}
+	return nil
+}
+
+// Labels returns the labels of profile p's containers under cfg.
+func Labels(cfg Config, p Profile) map[string]string {
+	l := label.Base(cfg.Owner, label.KindToolchain)
+	l[label.Run] = cfg.RunID
+	l[label.Profile] = string(p)
+	l[label.DataDir] = cfg.DataDirID
+	return l
+}
+
+func limitsOf(cfg Config) container.Limits {
+	l := cfg.Limits
+	if l.NanoCPUs == 0 {
+		l.NanoCPUs = DefaultNanoCPUs
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.PidsLimit == 0 {
+		l.PidsLimit = DefaultPidsLimit
+	}
+	return l
+}
+
+// TimeoutCmd wraps argv in the image's busybox timeout, which SIGKILLs the
+// command after d (rounded up to whole seconds). Exit status 137 after d
+// means the timeout fired.
+func TimeoutCmd(d time.Duration, argv []string) []string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return append([]string{"timeout", "-s", "KILL", strconv.FormatInt(secs, 10)}, argv...)
+}
+
+func cleanAbs(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsRune(p, 0) && p != "/"
+}
+
+// within reports whether p is inside dir (or is dir).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
