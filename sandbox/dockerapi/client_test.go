@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -347,9 +348,11 @@ func TestRequests(t *testing.T) {
 			return err
 		}, "condition=not-running"},
 		{"stop rounds up", "POST /containers/c1/stop", "", func(ctx context.Context, c *dockerapi.Client) error {
-			return c.ContainerStop(ctx, "c1", 1500*1e6)
+			return c.ContainerStop(ctx, "c1", 1500*time.Millisecond)
 		}, "t=2"},
-		{"pull tag", "POST /images/create", "", func(ctx context.Context, c *dockerapi.Client) error { return c.ImagePull(ctx, "example.com:5000/a/b:1.2") }, "fromImage=example.com%3A5000%2Fa%2Fb&tag=1.2"},
+		{"pull tag", "POST /images/create", "", func(ctx context.Context, c *dockerapi.Client) error {
+			return c.ImagePull(ctx, "example.com:5000/a/b:1.2")
+		}, "fromImage=example.com%3A5000%2Fa%2Fb&tag=1.2"},
 		{"pull no tag", "POST /images/create", "", func(ctx context.Context, c *dockerapi.Client) error { return c.ImagePull(ctx, "localhost:5000/a") }, "fromImage=localhost%3A5000%2Fa"},
 		{"pull digest", "POST /images/create", "", func(ctx context.Context, c *dockerapi.Client) error { return c.ImagePull(ctx, "a/b@sha256:0123") }, "fromImage=a%2Fb&tag=sha256%3A0123"},
 		{"image remove never prunes", "DELETE /images/x:1", "[]", func(ctx context.Context, c *dockerapi.Client) error { return c.ImageRemove(ctx, "x:1", false) }, "noprune=1"},
