@@ -1,0 +1,176 @@
+package image_test
+
+import (
+	"context"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// buildBudget bounds one Build: the first upload of GOROOT takes seconds
+// on a local engine, a slow disk or a VM-backed engine more.
+const buildBudget = 5 * time.Minute
+
+// hostGoVersion is what `go version` prints on the host, minus the platform.
+func hostGoVersion(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatalf("go env GOVERSION: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// run runs argv in a container from id with the defaults of
+// internal/container (uid 65534, read-only root, no capabilities, no
+// network) and a tmpfs /tmp.
+func run(t *testing.T, c *dockerapi.Client, id string, argv ...string) container.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := container.Spec{
+		Image:  id,
+		Cmd:    argv,
+		Env:    map[string]string{"HOME": "/tmp", "GOCACHE": "/tmp/gocache", "GOFLAGS": "-mod=mod", "GOPROXY": "off"},
+		Labels: label.Base(enginetest.Owner(t), label.KindProbe),
+		Mounts: []container.Mount{{Type: container.Tmpfs, Target: "/tmp", Exec: true, SizeBytes: 1 << 30}},
+		Limits: container.Limits{NanoCPUs: container.ClampCPUs(4_000_000_000, info.NCPU), MemoryBytes: 2 << 30},
+	}
+	res, err := container.Run(ctx, c, s, container.RunOptions{Timeout: 4 * time.Minute})
+	if err != nil {
+		t.Fatalf("run %q: %v", argv, err)
+	}
+	return res
+}
+
+func TestBuildTwiceSameIDAndRunsGo(t *testing.T) {
+	c := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*buildBudget)
+	defer cancel()
+
+	start := time.Now()
+	r1, err := image.Build(ctx, c, image.Options{})
+	if err != nil {
+		t.Fatalf("first Build: %v", err)
+	}
+	t.Logf("first build: %v (loaded %v) %s %v", time.Since(start), r1.Loaded, r1.ID, r1.Tags)
+	start = time.Now()
+	r2, err := image.Build(ctx, c, image.Options{})
+	if err != nil {
+		t.Fatalf("second Build: %v", err)
+	}
+	second := time.Since(start)
+	t.Logf("second build: %v (loaded %v)", second, r2.Loaded)
+	if r1.ID != r2.ID {
+		t.Errorf("image IDs differ: %s, then %s", r1.ID, r2.ID)
+	}
+	if r2.Loaded {
+		t.Error("second Build loaded the image again; want the inspect fast path")
+	}
+	want := hostGoVersion(t)
+	if r1.GoVersion != want {
+		t.Errorf("GoVersion = %q; want the host's %q", r1.GoVersion, want)
+	}
+
+	im, err := c.ImageInspect(ctx, r1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.ID != r1.ID || im.Config.Labels[label.Managed] != label.ManagedValue || im.Config.Labels[label.Kind] != label.KindImage || im.Config.Labels[image.LabelGoVersion] != want {
+		t.Errorf("inspect: id %s, labels %v", im.ID, im.Config.Labels)
+	}
+	for _, tag := range r1.Tags {
+		if byTag, err := c.ImageInspect(ctx, tag); err != nil || byTag.ID != r1.ID {
+			t.Errorf("tag %s: %v, id %s; want %s", tag, err, byTag.ID, r1.ID)
+		}
+	}
+
+	// argv only, no shell involved.
+	res := run(t, c, r1.ID, "go", "version")
+	wantOut := "go version " + want + " linux/" + runtime.GOARCH
+	if res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != wantOut {
+		t.Errorf("go version: exit %d, stdout %q, stderr %q; want %q", res.ExitCode, res.Stdout, res.Stderr, wantOut)
+	}
+
+	res = run(t, c, r1.ID, "/bin/sh", "-c", `set -e
+id -u; id -g
+stat -c %a /tmp
+echo written > /tmp/probe && cat /tmp/probe
+touch /usr/local/go/x 2>/dev/null && echo goroot-writable || echo goroot-read-only
+go env GOROOT`)
+	wantLines := "65534\n65534\n1777\nwritten\ngoroot-read-only\n/usr/local/go\n"
+	if res.ExitCode != 0 || string(res.Stdout) != wantLines {
+		t.Errorf("shell probe: exit %d, stdout %q, stderr %q; want %q", res.ExitCode, res.Stdout, res.Stderr, wantLines)
+	}
+}
+
+// TestToolchainWorksInImage builds, vets and tests a module in the image:
+// what the trimming must not break. It compiles part of std, so it takes a
+// minute or two.
+func TestToolchainWorksInImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles std in a container; skipped with -short")
+	}
+	c := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), buildBudget)
+	defer cancel()
+	r, err := image.Build(ctx, c, image.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res := run(t, c, r.ID, "/bin/sh", "-c", `set -e
+mkdir /tmp/m && cd /tmp/m
+printf 'module m\n\ngo 1.21\n' > go.mod
+printf 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println(Hello()) }\n\nfunc Hello() string { return "hello" }\n' > main.go
+printf 'package main\n\nimport "testing"\n\nfunc TestHello(t *testing.T) {\n\tif Hello() != "hello" {\n\t\tt.Fatal("no")\n\t}\n}\n' > main_test.go
+go vet ./...
+go test -count=1 ./...
+go build -o /tmp/m/bin .
+/tmp/m/bin`)
+	t.Logf("vet, test, build in the image: %v", time.Since(start))
+	if res.ExitCode != 0 || !strings.HasSuffix(string(res.Stdout), "hello\n") || !strings.Contains(string(res.Stdout), "ok  \tm") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+func TestBaseImageRunsShell(t *testing.T) {
+	c := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), buildBudget)
+	defer cancel()
+	r, err := image.Build(ctx, c, image.Options{NoGo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GoVersion != "" || r.Busybox == "" {
+		t.Errorf("base Build = %+v; want busybox, no Go", r)
+	}
+	res := run(t, c, r.ID, "/bin/sh", "-c", `echo ok > /tmp/f && cat /tmp/f && timeout 5 true && tar --help >/dev/null 2>&1; echo $?`)
+	if res.ExitCode != 0 || string(res.Stdout) != "ok\n0\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+
+	infos, err := image.List(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, in := range infos {
+		found = found || in.ID == r.ID
+	}
+	if !found {
+		t.Errorf("List = %+v; want %s among them", infos, r.ID)
+	}
+}
