@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// imageBuildTimeout bounds `image build`: composing and uploading a GOROOT
+// takes seconds on a local engine; a VM-backed one over a slow disk more.
+const imageBuildTimeout = 10 * time.Minute
+
+// imageListTimeout bounds `image list`.
+const imageListTimeout = time.Minute
+
+func init() {
+	register(&command{
+		name:    "image",
+		summary: "build the offline Go toolchain image, list Stockade's images",
+		usage: `usage: stockade image build [-goroot DIR] [-busybox PATH | -no-busybox] [-base] [-tag NAME:TAG] [-json] [-v]
+       stockade image list [-json]
+
+Build makes a Go toolchain image from what this machine has, without a
+registry: the Go toolchain (the GOROOT of the go command on PATH, or
+-goroot) at /usr/local/go, a static busybox for /bin/sh, tar and timeout
+when the host has one (Debian's busybox-static, /bin/busybox), /etc/passwd
+with the unprivileged user nobody (65534), and a world-writable sticky /tmp.
+The image runs as 65534 by default and has GOTOOLCHAIN=local.
+
+The same inputs always give the same image ID (sha256:...), on any machine:
+refer to the image by that ID. Build prints it, tags the image
+stockade/go:<version>-local (stockade/base:local with -base), and does not
+upload anything when the engine already has the image.
+
+List shows the images Stockade built, with their Go version and the digest
+of the inputs they were built from.
+
+The engine is found like the docker CLI finds it: DOCKER_HOST, else the
+usual socket paths.
+
+Examples:
+
+	stockade image build
+	stockade image build -goroot ~/sdk/go1.26.8 -json
+	stockade image build -base
+	stockade image list`,
+		flags: imageFlags,
+	})
+}
+
+// imageOpts are the flags of both subcommands; list takes only -json.
+type imageOpts struct {
+	goroot, busybox, tag string
+	noBusybox, base      bool
+	json, verbose        bool
+}
+
+func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int {
+	var o imageOpts
+	fs.StringVar(&o.goroot, "goroot", "", "Go toolchain `DIR` to copy (default: go env GOROOT)")
+	fs.StringVar(&o.busybox, "busybox", "", "static busybox `PATH` (default: "+image.DefaultBusybox+" when it is static)")
+	fs.BoolVar(&o.noBusybox, "no-busybox", false, "leave busybox out: the image runs argv only")
+	fs.BoolVar(&o.base, "base", false, "build the base image only: busybox, /etc, /tmp, no Go")
+	fs.StringVar(&o.tag, "tag", "", "tag the image `NAME:TAG` (default: stockade/go:<version>-local)")
+	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
+	fs.BoolVar(&o.verbose, "v", false, "log progress to standard error")
+	return func(ctx context.Context, env *cmdEnv, args []string) int {
+		if len(args) == 0 {
+			fmt.Fprintln(env.stderr, "stockade image: want a subcommand: build or list\nRun 'stockade help image' for usage.")
+			return exitUnsupported
+		}
+		sub := args[0]
+		// Flags may follow the subcommand; the same set parses them.
+		if err := fs.Parse(args[1:]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitUnsupported
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(env.stderr, "stockade image %s: unexpected arguments %q\n", sub, fs.Args())
+			return exitUnsupported
+		}
+		switch sub {
+		case "build":
+			return imageBuild(ctx, env, o)
+		case "list":
+			var bad []string
+			fs.Visit(func(f *flag.Flag) {
+				if f.Name != "json" {
+					bad = append(bad, "-"+f.Name)
+				}
+			})
+			if len(bad) > 0 {
+				fmt.Fprintf(env.stderr, "stockade image list: %s apply to build only\n", strings.Join(bad, ", "))
+				return exitUnsupported
+			}
+			return imageList(ctx, env, o)
+		default:
+			fmt.Fprintf(env.stderr, "stockade image: unknown subcommand %q: want build or list\n", sub)
+			return exitUnsupported
+		}
+	}
+}
+
+// buildOutput is the -json form of a build.
+type buildOutput struct {
+	ID        string   `json:"id"`
+	Tags      []string `json:"tags"`
+	GoVersion string   `json:"go_version,omitempty"`
+	Platform  string   `json:"platform"`
+	GoRoot    string   `json:"goroot,omitempty"`
+	Busybox   string   `json:"busybox,omitempty"`
+	Inputs    string   `json:"inputs"`
+	SizeBytes int64    `json:"size_bytes"`
+	Loaded    bool     `json:"loaded"`
+	Seconds   float64  `json:"seconds"`
+}
+
+func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
+	if o.base && o.goroot != "" {
+		fmt.Fprintln(env.stderr, "stockade image build: -goroot and -base exclude each other")
+		return exitUnsupported
+	}
+	if o.noBusybox && o.busybox != "" {
+		fmt.Fprintln(env.stderr, "stockade image build: -busybox and -no-busybox exclude each other")
+		return exitUnsupported
+	}
+	c, err := dockerapi.New("")
+	if err != nil {
+		fmt.Fprintf(env.stderr, "stockade image build: %v\n", err)
+		return exitFailure
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
+	defer cancel()
+	opts := image.Options{GoRoot: o.goroot, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, Tag: o.tag}
+	if o.verbose {
+		opts.Logger = slog.New(slog.NewTextHandler(env.stderr, nil))
+	}
+	start := time.Now()
+	r, err := image.Build(ctx, c, opts)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "stockade image build: %v\n", err)
+		if errors.Is(err, image.ErrInvalidTag) || errors.Is(err, image.ErrNothingToBuild) {
+			return exitUnsupported
+		}
+		return exitFailure
+	}
+	dur := time.Since(start)
+	if o.json {
+		out := buildOutput{
+			ID: r.ID, Tags: r.Tags, GoVersion: r.GoVersion, Platform: r.Platform,
+			GoRoot: r.GoRoot, Busybox: r.Busybox, Inputs: r.Inputs,
+			SizeBytes: r.Size, Loaded: r.Loaded, Seconds: dur.Seconds(),
+		}
+		return imageWriteJSON(env, out)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "image\t%s\n", r.ID)
+	fmt.Fprintf(tw, "tags\t%s\n", strings.Join(r.Tags, " "))
+	if r.GoVersion != "" {
+		fmt.Fprintf(tw, "go\t%s from %s\n", r.GoVersion, r.GoRoot)
+	}
+	bb := r.Busybox
+	if bb == "" {
+		bb = "none (argv only)"
+	}
+	fmt.Fprintf(tw, "busybox\t%s\n", bb)
+	fmt.Fprintf(tw, "platform\t%s\n", r.Platform)
+	fmt.Fprintf(tw, "inputs\t%s\n", r.Inputs)
+	fmt.Fprintf(tw, "size\t%s\n", imageBytes(r.Size))
+	if r.Loaded {
+		fmt.Fprintf(tw, "loaded\tyes, in %.1fs\n", dur.Seconds())
+	} else {
+		fmt.Fprintf(tw, "loaded\tno, the engine had it (%.1fs)\n", dur.Seconds())
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// listOutput is the -json form of one listed image.
+type listOutput struct {
+	ID        string   `json:"id"`
+	Tags      []string `json:"tags"`
+	GoVersion string   `json:"go_version,omitempty"`
+	SizeBytes int64    `json:"size_bytes"`
+	Inputs    string   `json:"inputs"`
+}
+
+func imageList(ctx context.Context, env *cmdEnv, o imageOpts) int {
+	c, err := dockerapi.New("")
+	if err != nil {
+		fmt.Fprintf(env.stderr, "stockade image list: %v\n", err)
+		return exitFailure
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, imageListTimeout)
+	defer cancel()
+	infos, err := image.List(ctx, c)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "stockade image list: %v\n", err)
+		return exitFailure
+	}
+	if o.json {
+		out := make([]listOutput, 0, len(infos))
+		for _, in := range infos {
+			out = append(out, listOutput{ID: in.ID, Tags: in.Tags, GoVersion: in.GoVersion, SizeBytes: in.Size, Inputs: in.Inputs})
+		}
+		return imageWriteJSON(env, out)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTAGS\tGO\tSIZE\tINPUTS")
+	for _, in := range infos {
+		tags := strings.Join(in.Tags, ",")
+		if tags == "" {
+			tags = "-"
+		}
+		gov := in.GoVersion
+		if gov == "" {
+			gov = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", imageShortID(in.ID), tags, gov, imageBytes(in.Size), imageShortID(in.Inputs))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func imageWriteJSON(env *cmdEnv, v any) int {
+	enc := json.NewEncoder(env.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(env.stderr, "stockade image: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// imageShortID keeps "sha256:" and 12 hex digits, as docker images does.
+func imageShortID(id string) string {
+	if hex, ok := strings.CutPrefix(id, "sha256:"); ok && len(hex) > 12 {
+		return "sha256:" + hex[:12]
+	}
+	return id
+}
+
+// imageBytes renders n bytes in decimal units, as docker images does.
+func imageBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
