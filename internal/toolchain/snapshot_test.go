@@ -1,0 +1,208 @@
+package toolchain
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// hostRunner is a Runner for tests of its host-side parts: no engine.
+func hostRunner(t *testing.T) *Runner {
+	t.Helper()
+	return &Runner{runDir: t.TempDir(), dirs: map[string]dirKind{}, used: map[string]bool{}, live: map[*Container]bool{}, log: slog.New(slog.DiscardHandler)}
+}
+
+func run(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_GLOBAL=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+}
+
+func write(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tree lists a directory as "name mode [content|-> target]" lines.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, _ := d.Info()
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			tgt, _ := os.Readlink(p)
+			out = append(out, rel+" -> "+tgt)
+		case d.IsDir():
+			out = append(out, rel+"/ "+fi.Mode().Perm().String())
+		default:
+			b, _ := os.ReadFile(p)
+			out = append(out, rel+" "+fi.Mode().Perm().String()+" "+string(b))
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+func gitFixture(t *testing.T) (dir, pwned string) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	dir = t.TempDir()
+	pwned = filepath.Join(t.TempDir(), "pwned")
+	run(t, dir, "git", "init", "-q")
+	write(t, filepath.Join(dir, "go.mod"), "module m\n", 0o644)
+	write(t, filepath.Join(dir, "a.go"), "package m // committed\n", 0o600)
+	write(t, filepath.Join(dir, "bin", "run.sh"), "#!/bin/sh\n", 0o700)
+	write(t, filepath.Join(dir, ".gitignore"), "*.out\n", 0o644)
+	write(t, filepath.Join(dir, ".gitattributes"), "*.go filter=evil\n", 0o644)
+	os.Symlink("../../etc/passwd", filepath.Join(dir, "link"))
+	run(t, dir, "git", "add", ".")
+	run(t, dir, "git", "commit", "-q", "-m", "c")
+	// The repository's own configuration tries to run programs when read.
+	run(t, dir, "git", "config", "filter.evil.smudge", "touch "+pwned+"; cat")
+	run(t, dir, "git", "config", "core.fsmonitor", "touch "+pwned+"; true")
+	write(t, filepath.Join(dir, "a.go"), "package m // changed\n", 0o600)
+	write(t, filepath.Join(dir, "b.go"), "package m // untracked\n", 0o644)
+	write(t, filepath.Join(dir, "x.out"), "ignored\n", 0o644)
+	os.Remove(filepath.Join(dir, "bin", "run.sh"))
+	return dir, pwned
+}
+
+// TestSnapshot_GitCommittedTree: a git checkout's snapshot is HEAD's tree,
+// read without running anything the repository configures.
+func TestSnapshot_GitCommittedTree(t *testing.T) {
+	dir, pwned := gitFixture(t)
+	before := tree(t, dir)
+	r := hostRunner(t)
+	s, err := r.Snapshot(context.Background(), dir, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		".gitattributes -rw-r--r-- *.go filter=evil\n",
+		".gitignore -rw-r--r-- *.out\n",
+		"a.go -rw-r--r-- package m // committed\n",
+		"bin/ -rwxr-xr-x",
+		"bin/run.sh -rwxr-xr-x #!/bin/sh\n",
+		"go.mod -rw-r--r-- module m\n",
+		"link -> ../../etc/passwd",
+	}
+	if got := tree(t, s.Dir); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("snapshot =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !s.Git || len(s.Commit) < 40 || s.Worktree || s.Files != 5 {
+		t.Errorf("snapshot = %+v", s)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Error("the repository's filter or fsmonitor ran")
+	}
+	if after := tree(t, dir); strings.Join(after, "|") != strings.Join(before, "|") {
+		t.Error("the user's checkout changed")
+	}
+}
+
+// TestSnapshot_GitWorktree: -worktree takes uncommitted and untracked
+// changes, not ignored files or .git.
+func TestSnapshot_GitWorktree(t *testing.T) {
+	dir, pwned := gitFixture(t)
+	r := hostRunner(t)
+	s, err := r.Snapshot(context.Background(), dir, SnapshotOptions{Worktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		".gitattributes -rw-r--r-- *.go filter=evil\n",
+		".gitignore -rw-r--r-- *.out\n",
+		"a.go -rw-r--r-- package m // changed\n",
+		"b.go -rw-r--r-- package m // untracked\n",
+		"go.mod -rw-r--r-- module m\n",
+		"link -> ../../etc/passwd",
+	}
+	if got := tree(t, s.Dir); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("snapshot =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Error("the repository's filter or fsmonitor ran")
+	}
+}
+
+// TestSnapshot_PlainDir copies a directory that is not a git checkout.
+func TestSnapshot_PlainDir(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "go.mod"), "module m\n", 0o600)
+	write(t, filepath.Join(dir, "p", "x.go"), "package p\n", 0o644)
+	write(t, filepath.Join(dir, "sub", ".git", "config"), "x", 0o644)
+	os.Symlink("/etc", filepath.Join(dir, "etc"))
+	r := hostRunner(t)
+	s, err := r.Snapshot(context.Background(), dir, SnapshotOptions{Worktree: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"etc -> /etc", "go.mod -rw-r--r-- module m\n", "p/ -rwxr-xr-x", "p/x.go -rw-r--r-- package p\n", "sub/ -rwxr-xr-x"}
+	if got := tree(t, s.Dir); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("snapshot =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if s.Git {
+		t.Error("plain directory reported as git")
+	}
+	s2, err := r.Snapshot(context.Background(), dir, SnapshotOptions{})
+	if err != nil || s2.Dir == s.Dir {
+		t.Errorf("second snapshot %q (%v); want a new, uniquely named directory", s2.Dir, err)
+	}
+	if _, err := r.Snapshot(context.Background(), filepath.Join(dir, "missing"), SnapshotOptions{}); !errors.Is(err, ErrSnapshot) {
+		t.Errorf("missing source = %v; want ErrSnapshot", err)
+	}
+}
+
+func TestNewStaging(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "go.mod"), "module m\n", 0o644)
+	write(t, filepath.Join(dir, "go.sum"), "sum\n", 0o644)
+	r := hostRunner(t)
+	s, err := r.Snapshot(context.Background(), dir, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.NewStaging(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"go.mod -rw-rw-rw- module m\n", "go.sum -rw-rw-rw- sum\n"}
+	if got := tree(t, st); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("staging = %q; want %q", got, want)
+	}
+	if fi, _ := os.Stat(st); fi.Mode().Perm() != CacheDirMode {
+		t.Errorf("staging mode %v; want %v", fi.Mode().Perm(), fs.FileMode(CacheDirMode))
+	}
+	if _, err := r.NewStaging(Snapshot{Dir: dir}); !errors.Is(err, ErrNotOwned) {
+		t.Errorf("staging of a user's directory = %v; want ErrNotOwned", err)
+	}
+}
+
+func TestSafeRel(t *testing.T) {
+	for name, want := range map[string]bool{"a/b": true, "a/../b": true, "../a": false, "/a": false, ".git/config": false, "x/.git/y": false, ".": false, "": false} {
+		if _, ok := safeRel(name); ok != want {
+			t.Errorf("safeRel(%q) = %v; want %v", name, ok, want)
+		}
+	}
+}

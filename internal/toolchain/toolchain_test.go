@@ -1,0 +1,271 @@
+package toolchain
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/label"
+)
+
+func testConfig() Config {
+	return Config{Image: "sha256:img", Owner: "o", RunID: "r", DataDirID: "d"}
+}
+
+func mountsOf(s container.Spec) map[string]container.Mount {
+	m := map[string]container.Mount{}
+	for _, x := range s.Mounts {
+		m[x.Target] = x
+	}
+	return m
+}
+
+// TestNewSpec_ProfileTable checks each profile against the seed's table:
+// which mounts exist and whether they are writable, and the network.
+func TestNewSpec_ProfileTable(t *testing.T) {
+	type want struct {
+		mounts  map[string]bool // target -> writable
+		network string
+	}
+	tests := []struct {
+		name string
+		cfg  func(*Config)
+		job  Job
+		want want
+	}{
+		{"acquire", nil, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true}, "bridge"}},
+		{"acquire fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Acquire, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, FixtureProxyDir: false}, "none"}},
+		{"mutate", nil, Job{Profile: Mutate, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true}, "bridge"}},
+		{"execute", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
+		{"execute scan", func(c *Config) { c.ScanTools, c.ScanVulnDB = "/d/tools", "/d/vdb" }, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true, ToolsDir: false, VulnDBDir: false}, "none"}},
+		{"execute fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
+		{"tool", func(c *Config) { c.FixtureProxy, c.ScanTools, c.ScanVulnDB = "/d/fp", "/d/tools", "/d/vdb" }, Job{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin"},
+			want{map[string]bool{TmpDir: true, ModCacheDir: true, BuildCacheDir: true, ToolsDir: true}, "bridge"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig()
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			s, err := NewSpec(cfg, tt.job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for tgt, m := range mountsOf(s) {
+				got[tgt] = m.Writable || m.Type == container.Tmpfs
+			}
+			if !reflect.DeepEqual(got, tt.want.mounts) {
+				t.Errorf("mounts = %v; want %v", got, tt.want.mounts)
+			}
+			if net := s.Network; net != tt.want.network {
+				t.Errorf("network = %q; want %q", net, tt.want.network)
+			}
+			if tmp := mountsOf(s)[TmpDir]; tmp.Type != container.Tmpfs || !tmp.Exec {
+				t.Errorf("/tmp = %+v; want an exec tmpfs", tmp)
+			}
+			if s.User != ContainerUser || !s.Init || len(s.CapAdd) != 0 {
+				t.Errorf("user %q init %v capadd %v", s.User, s.Init, s.CapAdd)
+			}
+			l := s.Limits
+			if l.NanoCPUs != DefaultNanoCPUs || l.MemoryBytes != DefaultMemoryBytes || l.PidsLimit != DefaultPidsLimit {
+				t.Errorf("limits = %+v", l)
+			}
+			wantLabels := map[string]string{label.Managed: label.ManagedValue, label.Owner: "o", label.Kind: label.KindToolchain, label.Run: "r", label.Profile: string(tt.job.Profile), label.DataDir: "d"}
+			if !reflect.DeepEqual(s.Labels, wantLabels) {
+				t.Errorf("labels = %v; want %v", s.Labels, wantLabels)
+			}
+			if !slices.Equal(s.Cmd[:4], []string{"timeout", "-s", "KILL", "600"}) || !slices.Equal(s.Cmd[4:], tt.job.Cmd) {
+				t.Errorf("cmd = %v; want the in-container timeout around %v", s.Cmd, tt.job.Cmd)
+			}
+			// The hardening path accepts it.
+			if _, err := s.Config(); err != nil {
+				t.Errorf("Config: %v", err)
+			}
+		})
+	}
+}
+
+// TestEnv_FromScratch pins each profile's whole environment.
+func TestEnv_FromScratch(t *testing.T) {
+	common := map[string]string{"GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOPRIVATE": "", "GOMODCACHE": ModCacheDir, "GOCACHE": BuildCacheDir, "HOME": TmpDir, "TMPDIR": TmpDir, "PATH": PathEnv}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range common {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	fixture := Config{FixtureProxy: "/fp"}
+	custom := Config{Proxy: "https://goproxy.example", SumDB: "sum.example"}
+	tests := []struct {
+		p    Profile
+		cfg  Config
+		want map[string]string
+	}{
+		{Acquire, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
+		{Mutate, custom, with("GOPROXY", "https://goproxy.example", "GOSUMDB", "sum.example")},
+		{Execute, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
+		{Acquire, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
+		{Execute, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
+		{Tool, fixture, with("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
+		{Tool, custom, with("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
+	}
+	for _, tt := range tests {
+		if got := Env(tt.p, tt.cfg); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Env(%s, %+v) = %v; want %v", tt.p, tt.cfg, got, tt.want)
+		}
+	}
+}
+
+// TestValidate_RefusesWeakening: settings that would weaken a profile are
+// refused before any container exists, with typed errors.
+func TestValidate_RefusesWeakening(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		weak bool
+	}{
+		{"direct fallback", func(c *Config) { c.Proxy = "https://proxy.golang.org,direct" }, true},
+		{"direct pipe", func(c *Config) { c.Proxy = "https://a.example|DIRECT" }, true},
+		{"proxy off", func(c *Config) { c.Proxy = "off" }, true},
+		{"sumdb off", func(c *Config) { c.SumDB = "off" }, true},
+		{"file proxy", func(c *Config) { c.Proxy = "file:///tmp/x" }, false},
+		{"credentials", func(c *Config) { c.Proxy = "https://u:p@proxy.example" }, false},
+		{"no image", func(c *Config) { c.Image = "" }, false},
+		{"relative fixture", func(c *Config) { c.FixtureProxy = "fp" }, false},
+		{"fixture and proxy", func(c *Config) { c.FixtureProxy, c.Proxy = "/fp", "https://p.example" }, false},
+		{"fixture and sumdb", func(c *Config) { c.FixtureProxy, c.SumDB = "/fp", "sum.golang.org" }, false},
+		{"half a scan", func(c *Config) { c.ScanTools = "/t" }, false},
+		{"timeout", func(c *Config) { c.Timeout = -time.Second }, false},
+	}
+	for _, tt := range tests {
+		cfg := testConfig()
+		tt.mod(&cfg)
+		err := cfg.Validate()
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Validate() = %v; want ErrInvalidConfig", tt.name, err)
+			continue
+		}
+		if errors.Is(err, ErrWeakened) != tt.weak {
+			t.Errorf("%s: errors.Is(%v, ErrWeakened) = %v; want %v", tt.name, err, !tt.weak, tt.weak)
+		}
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field == "" {
+			t.Errorf("%s: %v is not a *ConfigError with a field", tt.name, err)
+		}
+		if _, err := NewSpec(cfg, Job{Profile: Execute, Cmd: []string{"go"}, BuildCache: "/bc"}); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: NewSpec did not refuse: %v", tt.name, err)
+		}
+	}
+	ok := testConfig()
+	ok.FixtureProxy, ok.SumDB = "/fp", "off"
+	if err := ok.Validate(); err != nil {
+		t.Errorf("fixture with sumdb off: %v", err)
+	}
+}
+
+// TestNewSpec_RefusesBadJobs covers the job checks, notably Execute without
+// its build cache.
+func TestNewSpec_RefusesBadJobs(t *testing.T) {
+	exec := Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"}
+	tests := []struct {
+		name  string
+		mod   func(*Job)
+		is    error
+		isNot error
+	}{
+		{"execute without build cache", func(j *Job) { j.BuildCache = "" }, ErrNoBuildCache, nil},
+		{"acquire without build cache", func(j *Job) { j.Profile, j.BuildCache = Acquire, "" }, ErrWeakened, ErrNoBuildCache},
+		{"unknown profile", func(j *Job) { j.Profile = "root" }, ErrInvalidJob, nil},
+		{"no command", func(j *Job) { j.Cmd = nil }, ErrInvalidJob, nil},
+		{"staging outside mutate", func(j *Job) { j.Staging = "/d/st" }, ErrWeakened, nil},
+		{"tools outside tool", func(j *Job) { j.Tools = "/d/t" }, ErrWeakened, nil},
+		{"tool with source", func(j *Job) { j.Profile, j.Tools = Tool, "/d/t" }, ErrWeakened, nil},
+		{"mutate without staging", func(j *Job) { j.Profile = Mutate }, ErrInvalidJob, nil},
+		{"same dir twice", func(j *Job) { j.BuildCache = j.ModCache }, ErrWeakened, nil},
+		{"nested dirs", func(j *Job) { j.BuildCache = j.Source + "/cache" }, ErrWeakened, nil},
+		{"relative source", func(j *Job) { j.Source = "src" }, ErrInvalidJob, nil},
+		{"GOPROXY override", func(j *Job) { j.Env = map[string]string{"GOPROXY": "direct"} }, ErrWeakened, nil},
+		{"GOFLAGS override", func(j *Job) { j.Env = map[string]string{"GOFLAGS": "-mod=vendor"} }, ErrWeakened, nil},
+		{"GONOSUMDB", func(j *Job) { j.Env = map[string]string{"GONOSUMDB": "*"} }, ErrWeakened, nil},
+		{"relative dir", func(j *Job) { j.Dir = "x" }, ErrInvalidJob, nil},
+	}
+	for _, tt := range tests {
+		j := exec
+		j.Cmd = slices.Clone(exec.Cmd)
+		tt.mod(&j)
+		_, err := NewSpec(testConfig(), j)
+		if !errors.Is(err, ErrInvalidJob) || !errors.Is(err, tt.is) {
+			t.Errorf("%s: NewSpec = %v; want ErrInvalidJob and %v", tt.name, err, tt.is)
+		}
+		if tt.isNot != nil && errors.Is(err, tt.isNot) {
+			t.Errorf("%s: %v matches %v", tt.name, err, tt.isNot)
+		}
+	}
+	j := exec
+	j.Env = map[string]string{"CGO_ENABLED": "0"}
+	s, err := NewSpec(testConfig(), j)
+	if err != nil || s.Env["CGO_ENABLED"] != "0" {
+		t.Errorf("allowed extra env: %v %v", err, s.Env)
+	}
+}
+
+func TestNewSpec_RequiresIdentity(t *testing.T) {
+	cfg := testConfig()
+	cfg.DataDirID = ""
+	if _, err := NewSpec(cfg, Job{Profile: Execute, Cmd: []string{"go"}, BuildCache: "/bc"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewSpec without labels = %v; want ErrInvalidConfig", err)
+	}
+}
+
+func TestTimeoutCmd(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "timeout -s KILL 1 go test"},
+		{1500 * time.Millisecond, "timeout -s KILL 2 go test"},
+		{time.Minute, "timeout -s KILL 60 go test"},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(TimeoutCmd(tt.d, []string{"go", "test"}), " "); got != tt.want {
+			t.Errorf("TimeoutCmd(%v) = %q; want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestMarkTimeout(t *testing.T) {
+	tests := []struct {
+		exit int
+		oom  bool
+		ran  time.Duration
+		want bool
+	}{
+		{137, false, 10 * time.Second, true},
+		{137, false, 2 * time.Second, false}, // killed early: not our timeout
+		{137, true, 10 * time.Second, false}, // memory
+		{1, false, 10 * time.Second, false},
+	}
+	for _, tt := range tests {
+		r := Result{ExitCode: tt.exit, OOMKilled: tt.oom}
+		markTimeout(&r, 10*time.Second, tt.ran)
+		if r.TimedOut != tt.want {
+			t.Errorf("markTimeout(exit %d, oom %v, ran %v) = %v; want %v", tt.exit, tt.oom, tt.ran, r.TimedOut, tt.want)
+		}
+	}
+}
