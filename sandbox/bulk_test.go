@@ -1,0 +1,362 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// shells returns the POSIX shells on this machine to run the scripts with:
+// BusyBox's ash (what minimal images have) and dash (Debian's /bin/sh).
+func shells(t *testing.T) [][]string {
+	var out [][]string
+	if p, err := exec.LookPath("busybox"); err == nil {
+		out = append(out, []string{p, "sh"})
+	}
+	if p, err := exec.LookPath("dash"); err == nil {
+		out = append(out, []string{p})
+	}
+	if len(out) == 0 {
+		t.Skip("no busybox or dash to run the scripts with")
+	}
+	return out
+}
+
+// runScript runs script with args under sh and returns stdout, stderr and
+// the exit code.
+func runScript(t *testing.T, sh []string, script string, args ...string) (string, string, int) {
+	t.Helper()
+	argv := append(append(append([]string{}, sh[1:]...), "-c", script, "stockade"), args...)
+	cmd := exec.Command(sh[0], argv...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// extract plays the engine: it unpacks a tar into dir. Paths in the test
+// are container paths prefixed with the temporary directory.
+func extract(t *testing.T, dir string, r io.Reader) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, h.Name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, os.FileMode(h.Mode)); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			os.RemoveAll(p)
+			b, _ := io.ReadAll(tr)
+			if err := os.WriteFile(p, b, os.FileMode(h.Mode)); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(p, os.FileMode(h.Mode))
+		default:
+			t.Fatalf("unexpected member type %c", h.Typeflag)
+		}
+	}
+}
+
+// tree lists every path under dir with its mode and content.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel := strings.TrimPrefix(p, dir)
+		if fi.IsDir() {
+			out[rel] = "dir"
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		out[rel] = fi.Mode().Perm().String() + " " + string(b)
+		return nil
+	})
+	return out
+}
+
+func TestBulkWriteLands(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(filepath.Base(sh[0]), func(t *testing.T) {
+			root := t.TempDir()
+			w := root + "/w"
+			os.MkdirAll(w+"/old", 0o755)
+			os.WriteFile(w+"/old/keep.sh", []byte("old"), 0o750)
+			os.WriteFile(w+"/old/same", []byte("old"), 0o644)
+			files := []FileWrite{
+				{Path: w + "/a.txt", Data: []byte("a")},
+				{Path: w + "/old/keep.sh", Data: []byte("new")},
+				{Path: w + "/new/deep/b c.txt", Data: []byte("b")},
+				{Path: w + "/old/same", Data: nil},
+				{Path: w + "/z", Data: []byte("z")},
+			}
+			b, err := NewBulkWrite(w, files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := make([]string, len(files))
+			for i, f := range files {
+				args[i] = f.Path
+			}
+			_, stderr, code := runScript(t, sh, BulkPrepareShell, args...)
+			if err := b.Fault("test", code, stderr); err != nil {
+				t.Fatalf("prepare: %v", err)
+			}
+			var ar bytes.Buffer
+			if err := b.Archive(&ar); err != nil {
+				t.Fatal(err)
+			}
+			extract(t, w, &ar)
+			stdout, stderr, code := runScript(t, sh, BulkRenameShell, b.Manifest, b.DirList)
+			if err := b.Fault("test", code, stderr); err != nil || b.LostItsList(stdout) {
+				t.Fatalf("rename: %v (stdout %q)", err, stdout)
+			}
+			want := map[string]string{
+				"/w":                  "dir",
+				"/w/a.txt":            "-rw-r--r-- a",
+				"/w/z":                "-rw-r--r-- z",
+				"/w/old":              "dir",
+				"/w/old/keep.sh":      "-rwxr-x--- new",
+				"/w/old/same":         "-rw-r--r-- ",
+				"/w/new":              "dir",
+				"/w/new/deep":         "dir",
+				"/w/new/deep/b c.txt": "-rw-r--r-- b",
+			}
+			if got := tree(t, root); !reflect.DeepEqual(got, want) {
+				t.Errorf("after WriteFiles: %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+func TestBulkWriteFaults(t *testing.T) {
+	for _, sh := range shells(t) {
+		for _, tt := range []struct {
+			name    string
+			setup   func(w string)
+			second  string // the failing target, relative to w
+			wantErr error
+		}{
+			{"directory", func(w string) { os.MkdirAll(w+"/d", 0o755) }, "/d", ErrIsDirectory},
+			{"parent is a file", func(w string) { os.WriteFile(w+"/f", nil, 0o644) }, "/f/x/y", ErrNotDirectory},
+			{"dangling parent link", func(w string) { os.Symlink("/nonexistent/dir", w+"/l") }, "/l/x", ErrNotDirectory},
+		} {
+			t.Run(filepath.Base(sh[0])+"/"+tt.name, func(t *testing.T) {
+				root := t.TempDir()
+				w := root + "/w"
+				os.MkdirAll(w, 0o755)
+				tt.setup(w)
+				before := tree(t, root)
+				files := []FileWrite{{Path: w + "/first", Data: []byte("1")}, {Path: w + tt.second, Data: []byte("2")}, {Path: w + "/third", Data: []byte("3")}}
+				b, err := NewBulkWrite(w, files)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, stderr, code := runScript(t, sh, BulkPrepareShell, w+"/first", w+tt.second, w+"/third")
+				ferr := b.Fault("test", code, stderr)
+				if !errors.Is(ferr, tt.wantErr) || !strings.Contains(ferr.Error(), w+tt.second) {
+					t.Fatalf("prepare fault = %v; want %v naming %s", ferr, tt.wantErr, w+tt.second)
+				}
+				if got := b.Delivered(); len(got) != 3 {
+					t.Fatalf("Delivered() = %q; want the first file's staging dir and the bookkeeping", got)
+				}
+				var ar bytes.Buffer
+				b.Archive(&ar)
+				extract(t, w, &ar)
+				_, stderr, code = runScript(t, sh, BulkRenameShell, b.Manifest, b.DirList)
+				if err := b.Fault("test", code, stderr); err != nil {
+					t.Fatalf("rename: %v", err)
+				}
+				want := before
+				want["/w/first"] = "-rw-r--r-- 1"
+				if got := tree(t, root); !reflect.DeepEqual(got, want) {
+					t.Errorf("after the fault: %q\nwant %q", got, want)
+				}
+			})
+		}
+	}
+}
+
+func TestBulkWriteShortDelivery(t *testing.T) {
+	for _, sh := range shells(t) {
+		for _, tt := range []struct {
+			name     string
+			deliver  func(b *BulkWrite, w io.Writer) error
+			wantCode int
+			lost     bool
+		}{
+			{"no bookkeeping", (*BulkWrite).Members, ExitBulkIncomplete, true},
+			{"no members", (*BulkWrite).Bookkeeping, ExitBulkExtract, false},
+		} {
+			t.Run(filepath.Base(sh[0])+"/"+tt.name, func(t *testing.T) {
+				root := t.TempDir()
+				w := root + "/w"
+				os.MkdirAll(w, 0o755)
+				os.WriteFile(w+"/a", []byte("old"), 0o644)
+				before := tree(t, root)
+				b, _ := NewBulkWrite(w, []FileWrite{{Path: w + "/a", Data: []byte("new")}, {Path: w + "/b", Data: []byte("b")}})
+				var ar bytes.Buffer
+				tt.deliver(b, &ar)
+				extract(t, w, &ar)
+				stdout, stderr, code := runScript(t, sh, BulkRenameShell, b.Manifest, b.DirList)
+				if code != tt.wantCode || b.LostItsList(stdout) != tt.lost {
+					t.Fatalf("rename exit %d, lost %v (stderr %q); want %d, %v", code, b.LostItsList(stdout), stderr, tt.wantCode, tt.lost)
+				}
+				if err := b.Fault("test", code, stderr); err == nil {
+					t.Fatalf("Fault(%d) = nil", code)
+				}
+				stdout, _, _ = runScript(t, sh, BulkDiscardShell, b.Delivered()...)
+				if left := b.LeftBehind(stdout); len(left) != 0 {
+					t.Errorf("LeftBehind = %q", left)
+				}
+				if got := tree(t, root); !reflect.DeepEqual(got, before) {
+					t.Errorf("after a short delivery: %q\nwant %q (nothing landed, nothing left)", got, before)
+				}
+			})
+		}
+	}
+}
+
+func TestPathFaultShell(t *testing.T) {
+	for _, sh := range shells(t) {
+		root := t.TempDir()
+		os.MkdirAll(root+"/d", 0o755)
+		os.WriteFile(root+"/f", nil, 0o644)
+		for _, tt := range []struct {
+			path string
+			want int
+		}{
+			{root + "/new", 0},
+			{root + "/f", 0},
+			{root + "/x/y/z", 0},
+			{root + "/d", ExitPathIsDirectory},
+			{root + "/f/x", ExitPathNotDirectory},
+		} {
+			_, stderr, code := runScript(t, sh, PathFaultShell, tt.path)
+			if code != tt.want {
+				t.Errorf("%s: PathFaultShell %s = %d (%q); want %d", sh[0], tt.path, code, stderr, tt.want)
+			}
+		}
+		if os.Geteuid() != 0 {
+			os.MkdirAll(root+"/ro", 0o555)
+			if _, _, code := runScript(t, sh, PathFaultShell, root+"/ro/x"); code != ExitPathNotWritable {
+				t.Errorf("%s: PathFaultShell in a 0555 directory = %d; want %d", sh[0], code, ExitPathNotWritable)
+			}
+		}
+		if _, _, code := runScript(t, sh, UnreplaceableShell, root+"/f", root+"/missing"); code != 0 {
+			t.Errorf("%s: UnreplaceableShell of an ordinary file = %d; want 0", sh[0], code)
+		}
+		if _, _, code := runScript(t, sh, UnreplaceableShell, "/proc"); code != ExitPathNotReplaceable {
+			t.Errorf("%s: UnreplaceableShell of a mount point = %d; want %d", sh[0], code, ExitPathNotReplaceable)
+		}
+	}
+}
+
+func TestNewBulkWriteRefuses(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		root  string
+		files []FileWrite
+		want  string
+	}{
+		{"relative", "/w", []FileWrite{{Path: "a"}}, "absolute"},
+		{"unclean", "/w", []FileWrite{{Path: "/w/../etc/x"}}, "absolute"},
+		{"outside", "/w", []FileWrite{{Path: "/etc/x"}}, "cannot write"},
+		{"the root itself", "/w", []FileWrite{{Path: "/w"}}, "cannot write"},
+		{"duplicate", "/w", []FileWrite{{Path: "/w/a"}, {Path: "/w/a"}}, "twice"},
+		{"temp name", "/w", []FileWrite{{Path: "/w/" + TempPrefix + "x"}}, "reserved"},
+		{"too large", "/w", []FileWrite{{Path: "/w/a", Data: make([]byte, MaxFileBytes+1)}}, "too large"},
+		{"newline", "/w", []FileWrite{{Path: "/w/a\nb"}}, "control"},
+		{"bad root", "w", nil, "root"},
+	} {
+		if _, err := NewBulkWrite(tt.root, tt.files); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: NewBulkWrite = %v; want %q", tt.name, err, tt.want)
+		}
+	}
+	_, err := NewBulkWrite("/w", []FileWrite{{Path: "/etc/x"}})
+	if !errors.Is(err, ErrNotWritable) {
+		t.Errorf("NewBulkWrite outside the root = %v; want ErrNotWritable", err)
+	}
+}
+
+func TestBulkWriteLeftBehindAndEmptyArchive(t *testing.T) {
+	b, err := NewBulkWrite("/w", []FileWrite{{Path: "/w/a/x"}, {Path: "/w/y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := b.Delivered()
+	want := []string{"/w/a/" + b.tmp, "/w/" + b.tmp, b.Manifest, b.DirList}
+	if !reflect.DeepEqual(d, want) {
+		t.Fatalf("Delivered() = %q; want %q", d, want)
+	}
+	out := "left " + d[0] + "\nleft /etc/passwd\nnoise\nleft " + d[0] + "\nleft " + b.Manifest + "\n"
+	if got := b.LeftBehind(out); !reflect.DeepEqual(got, []string{d[0], b.Manifest}) {
+		t.Errorf("LeftBehind = %q; want only delivered paths, once", got)
+	}
+	var buf bytes.Buffer
+	if err := b.EmptyArchive([]string{"/etc/passwd"}, &buf); err == nil {
+		t.Errorf("EmptyArchive of a path not delivered succeeded")
+	}
+	buf.Reset()
+	if err := b.EmptyArchive([]string{d[0]}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	h, err := tar.NewReader(&buf).Next()
+	if err != nil || h.Name != "a/"+b.tmp || h.Size != 0 || h.Typeflag != tar.TypeReg {
+		t.Errorf("EmptyArchive member = %+v, %v", h, err)
+	}
+}
+
+func TestFault(t *testing.T) {
+	files := []FileWrite{{Path: "/w/a"}, {Path: "/w/b"}, {Path: "/w/c"}}
+	for _, tt := range []struct {
+		code      int
+		stderr    string
+		want      error
+		remaining int
+	}{
+		{0, "", nil, 3},
+		{ExitPathIsDirectory, "stockade: fault 1 /w/b\n", ErrIsDirectory, 1},
+		{ExitPathNotDirectory, "noise\nstockade: fault 2 /w/c\n", ErrNotDirectory, 2},
+		{ExitPathNotReplaceable, "stockade: fault 0 /w/a\n", ErrNotReplaceable, 0},
+		{ExitPathNotWritable, "stockade: fault 1 /w/b\n", ErrNotWritable, 1},
+		{ExitPathIsDirectory, "stockade: fault 1 /w/WRONG\n", ErrIsDirectory, 0},
+		{ExitPathIsDirectory, "stockade: fault 9 /w/b\n", ErrIsDirectory, 0},
+		{ExitBulkIncomplete, "", errIncomplete, 0},
+		{ExitBulkExtract, "", errIncomplete, 0},
+		{1, "boom", nil, 0},
+	} {
+		b, _ := NewBulkWrite("/w", files)
+		err := b.Fault("docker", tt.code, tt.stderr)
+		if tt.code == 0 && err != nil || tt.code != 0 && err == nil || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("Fault(%d, %q) = %v; want %v", tt.code, tt.stderr, err, tt.want)
+		}
+		if b.n != tt.remaining {
+			t.Errorf("Fault(%d, %q) left %d files; want %d", tt.code, tt.stderr, b.n, tt.remaining)
+		}
+	}
+}

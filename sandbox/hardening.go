@@ -1,0 +1,249 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/stockade/stockade/domain"
+)
+
+// DefaultCapDrop is the capability drop list of a Hardening that names none:
+// every capability.
+var DefaultCapDrop = []string{"ALL"}
+
+// gatedCapDrop are the capabilities a gated sandbox never keeps, whatever
+// CapDrop says: with them it could rewrite the rules that send its traffic
+// through the gate, or forge packets around them.
+var gatedCapDrop = []string{"NET_ADMIN", "NET_RAW"}
+
+// Hardening is a sandbox's confinement. A zero field takes its default,
+// except ReadOnlyRootfs: see below.
+type Hardening struct {
+	// CPUMillis is the CPU limit in thousandths of a CPU; 0 means
+	// DefaultCPUMillis. Backends clamp it to what the engine has.
+	CPUMillis int64
+	// MemoryBytes is the memory limit in bytes, without swap; 0 means 1 GiB.
+	MemoryBytes int64
+	// PidsLimit bounds processes and threads; 0 means DefaultPidsLimit.
+	PidsLimit int64
+	// EphemeralStorageBytes bounds what the sandbox may write to its
+	// writable places, in bytes; 0 means no bound beyond the engine's disk.
+	// Backends that cannot enforce a bound refuse a non-zero value rather
+	// than ignore it.
+	EphemeralStorageBytes int64
+	// CapDrop lists the capabilities to drop ("ALL" or names such as
+	// "NET_RAW", with or without "CAP_"); nil means DefaultCapDrop. A list
+	// without "ALL" keeps the engine's default set minus the names.
+	CapDrop []string
+	// ReadOnlyRootfs mounts the root filesystem read-only, leaving only
+	// WritablePaths writable. A zero Hardening means true (with every other
+	// default); in a Hardening that sets anything, false asks for a writable
+	// root, which a backend that cannot give one refuses.
+	ReadOnlyRootfs bool
+	// RunAsUser is the uid (and gid) commands run as; nil means 65534.
+	// Backends refuse 0.
+	RunAsUser *int64
+}
+
+// isZero reports whether h is the zero Hardening.
+func (h Hardening) isZero() bool {
+	return h.CPUMillis == 0 && h.MemoryBytes == 0 && h.PidsLimit == 0 && h.EphemeralStorageBytes == 0 &&
+		h.CapDrop == nil && !h.ReadOnlyRootfs && h.RunAsUser == nil
+}
+
+// Environment variables HardeningFromEnv reads.
+const (
+	envCPUMillis        = "STOCKADE_SANDBOX_CPU_MILLIS"
+	envMemoryBytes      = "STOCKADE_SANDBOX_MEMORY_BYTES"
+	envPidsLimit        = "STOCKADE_SANDBOX_PIDS_LIMIT"
+	envEphemeralStorage = "STOCKADE_SANDBOX_EPHEMERAL_STORAGE_BYTES"
+	envCapDrop          = "STOCKADE_SANDBOX_CAP_DROP"
+	envReadOnlyRootfs   = "STOCKADE_SANDBOX_READONLY_ROOTFS"
+	envRunAsUser        = "STOCKADE_SANDBOX_RUN_AS_USER"
+)
+
+// HardeningFromEnv returns the defaults, each overridden by its variable
+// when set and non-empty: STOCKADE_SANDBOX_CPU_MILLIS,
+// STOCKADE_SANDBOX_MEMORY_BYTES, STOCKADE_SANDBOX_PIDS_LIMIT,
+// STOCKADE_SANDBOX_EPHEMERAL_STORAGE_BYTES (integers),
+// STOCKADE_SANDBOX_CAP_DROP (comma-separated names),
+// STOCKADE_SANDBOX_READONLY_ROOTFS (a strconv.ParseBool boolean) and
+// STOCKADE_SANDBOX_RUN_AS_USER (a uid). The result is checked with
+// Validate(false). With none set it is CPUMillis DefaultCPUMillis,
+// MemoryBytes 1 GiB, PidsLimit DefaultPidsLimit, CapDrop DefaultCapDrop,
+// ReadOnlyRootfs true and RunAsUser 65534.
+func HardeningFromEnv() (Hardening, error) {
+	return hardeningFrom(os.Getenv)
+}
+
+func hardeningFrom(getenv func(string) string) (Hardening, error) {
+	uid := int64(defaultRunAsUser)
+	h := Hardening{
+		CPUMillis:      DefaultCPUMillis,
+		MemoryBytes:    defaultMemoryBytes,
+		PidsLimit:      DefaultPidsLimit,
+		CapDrop:        append([]string(nil), DefaultCapDrop...),
+		ReadOnlyRootfs: true,
+		RunAsUser:      &uid,
+	}
+	ints := []struct {
+		name string
+		dst  *int64
+	}{
+		{envCPUMillis, &h.CPUMillis},
+		{envMemoryBytes, &h.MemoryBytes},
+		{envPidsLimit, &h.PidsLimit},
+		{envEphemeralStorage, &h.EphemeralStorageBytes},
+		{envRunAsUser, h.RunAsUser},
+	}
+	for _, v := range ints {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return Hardening{}, fmt.Errorf("sandbox: %s=%q: not an integer", v.name, s)
+		}
+		*v.dst = n
+	}
+	if s := getenv(envCapDrop); s != "" {
+		h.CapDrop = nil
+		for _, c := range strings.Split(s, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				h.CapDrop = append(h.CapDrop, c)
+			}
+		}
+	}
+	if s := getenv(envReadOnlyRootfs); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return Hardening{}, fmt.Errorf("sandbox: %s=%q: not a boolean", envReadOnlyRootfs, s)
+		}
+		h.ReadOnlyRootfs = b
+	}
+	if err := h.Validate(false); err != nil {
+		return Hardening{}, err
+	}
+	return h, nil
+}
+
+// EffectiveCapDrop returns the capabilities to drop, upper-case without the
+// "CAP_" prefix and without duplicates: CapDrop, or DefaultCapDrop when it is
+// nil, plus NET_ADMIN and NET_RAW when the sandbox is gated (unless ALL is
+// dropped already).
+func (h Hardening) EffectiveCapDrop(gated bool) []string {
+	src := h.CapDrop
+	if src == nil {
+		src = DefaultCapDrop
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(c string) {
+		c = normCap(c)
+		if c != "" && !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	for _, c := range src {
+		add(c)
+	}
+	if gated && !seen["ALL"] {
+		for _, c := range gatedCapDrop {
+			add(c)
+		}
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}
+
+func normCap(c string) string {
+	c = strings.ToUpper(strings.TrimSpace(c))
+	return strings.TrimPrefix(c, "CAP_")
+}
+
+// Bounds Validate enforces.
+const (
+	minMemoryBytes = 16 << 20 // below this even the backend's scripts fail
+	minPidsLimit   = 16       // room for the backend's scripts and killer
+	maxUID         = 1<<31 - 2
+)
+
+// Validate checks h: no negative limit, a memory limit of at least 16 MiB
+// and a pids limit of at least 16 when set, capability names made of
+// letters, digits and '_', and a RunAsUser between 1 and 2^31-2 (root is
+// refused: the hardening assumes an unprivileged user). gated says whether
+// the sandbox uses the egress gate; a gated sandbox must run with a
+// read-only root so it cannot alter the gate's configuration files.
+func (h Hardening) Validate(gated bool) error {
+	switch {
+	case h.CPUMillis < 0:
+		return fmt.Errorf("sandbox: hardening: negative CPUMillis %d", h.CPUMillis)
+	case h.MemoryBytes < 0:
+		return fmt.Errorf("sandbox: hardening: negative MemoryBytes %d", h.MemoryBytes)
+	case h.MemoryBytes > 0 && h.MemoryBytes < minMemoryBytes:
+		return fmt.Errorf("sandbox: hardening: MemoryBytes %d below the minimum %d", h.MemoryBytes, minMemoryBytes)
+	case h.PidsLimit < 0:
+		return fmt.Errorf("sandbox: hardening: negative PidsLimit %d", h.PidsLimit)
+	case h.PidsLimit > 0 && h.PidsLimit < minPidsLimit:
+		return fmt.Errorf("sandbox: hardening: PidsLimit %d below the minimum %d", h.PidsLimit, minPidsLimit)
+	case h.EphemeralStorageBytes < 0:
+		return fmt.Errorf("sandbox: hardening: negative EphemeralStorageBytes %d", h.EphemeralStorageBytes)
+	case h.RunAsUser != nil && *h.RunAsUser == 0:
+		return fmt.Errorf("sandbox: hardening: RunAsUser 0: sandboxes never run as root")
+	case h.RunAsUser != nil && (*h.RunAsUser < 0 || *h.RunAsUser > maxUID):
+		return fmt.Errorf("sandbox: hardening: RunAsUser %d out of range", *h.RunAsUser)
+	case gated && !h.isZero() && !h.ReadOnlyRootfs:
+		return fmt.Errorf("sandbox: hardening: a gated sandbox needs a read-only root")
+	}
+	for _, c := range h.CapDrop {
+		n := normCap(c)
+		if n == "" {
+			return fmt.Errorf("sandbox: hardening: empty capability name in CapDrop")
+		}
+		for i := 0; i < len(n); i++ {
+			ch := n[i]
+			if !(ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_') {
+				return fmt.Errorf("sandbox: hardening: invalid capability name %q", c)
+			}
+		}
+	}
+	return nil
+}
+
+// GateSpec configures the egress gate a NetLimited sandbox sends its traffic
+// through: a sidecar that lets out only requests to AllowedHosts and
+// authenticates to the control plane with a per-session token.
+type GateSpec struct {
+	// ControlplaneURL is where the gate reports and fetches policy.
+	ControlplaneURL string
+	// Image is the gate's image; it must already be present.
+	Image string
+	// OTelEndpoint is where the gate sends telemetry; "" sends none.
+	OTelEndpoint string
+	// OTelInsecure sends telemetry without TLS.
+	OTelInsecure bool
+	// TokenMinter makes and records the session's gate token.
+	TokenMinter GateTokenMinter
+}
+
+// GateTokenMinter makes a session's gate token and records it where the
+// control plane can check it.
+type GateTokenMinter interface {
+	// Generate returns a new, unguessable token.
+	Generate() string
+	// Persist records token as the session's, before the gate uses it.
+	Persist(ctx context.Context, sessionID domain.ID, token string) error
+}
+
+// GateTokenRevoker revokes a session's gate token, so a sandbox that outlives
+// its session cannot use the gate.
+type GateTokenRevoker interface {
+	Revoke(ctx context.Context, sessionID domain.ID) error
+}

@@ -1,0 +1,390 @@
+// Package sandbox is the API platforms use to give each session its own
+// hardened container: a Provider provisions, finds, exports and reaps
+// sandboxes, and a Sandbox runs commands and reads and writes files in one.
+// Backends (sandbox/docker today) implement it; sandbox/sandboxtest is the
+// contract every backend must pass.
+//
+// # Threat model
+//
+// Everything that runs inside a sandbox is hostile: it may fork without end,
+// allocate without end, write gigabytes to its output, detach children with
+// setsid, plant symlinks and odd files where the platform will later read or
+// write, and race the platform's own operations. The platform and the engine
+// are trusted. A sandbox must not be able to reach the host, another sandbox,
+// or the network beyond what Spec.Networking grants, and whatever it does
+// must stay within its limits and come back to the caller as data (an exit
+// code, a timeout, a truncation), never as a failure of the caller's process.
+//
+// # Zero values and defaults
+//
+// The zero value of every option is the most locked-down setting. A zero
+// Spec.Networking is NetNone (loopback only); an empty Spec.Workdir is
+// DefaultWorkdir; a zero Spec.Hardening means the defaults HardeningFromEnv
+// returns for an empty environment: every capability dropped, no new
+// privileges, the unprivileged user 65534, a read-only root whose only
+// writable places are WritablePaths, DefaultCPUMillis, DefaultPidsLimit and a
+// 1 GiB memory limit. In a non-zero Hardening a zero limit still means its
+// default, but ReadOnlyRootfs is taken as written (see Hardening).
+//
+// # Units
+//
+// Sizes are bytes, CPU is thousandths of a CPU (millis), durations are
+// time.Duration. Paths are absolute, clean, slash-separated paths inside the
+// sandbox; anything else is refused before the backend is called.
+//
+// # Exec
+//
+// Exec runs ExecRequest.Command with /bin/sh -c in the workdir, as the
+// sandbox user. Each of stdout and stderr keeps at most MaxOutputBytes; the
+// rest is read and discarded (so the command never blocks on a full pipe)
+// and Truncated says so. At Timeout, or when ctx ends, the backend kills the
+// whole process tree the command started, including children that
+// double-fork or setsid away, and the sandbox stays usable. A command killed
+// by the kernel for exceeding the memory limit has ExitCode 137 and Stderr
+// ending with the line "stockade: killed: out of memory"; the result has no
+// separate field for it, so callers match that line. Background processes
+// that a command leaves running when it exits normally keep running (a
+// session may start a server in one Exec and use it in the next); they count
+// against the pids and memory limits and end with the sandbox.
+//
+// # Files
+//
+// ReadFile and ReadFileStream read regular files (following symlinks inside
+// the sandbox) of at most MaxFileBytes or the caller's bound. WriteFile,
+// WriteFileStream and WriteFiles land each file atomically: the bytes go to
+// a temporary file named by TempName in a staging directory beside the
+// target, then one rename replaces the target. Parents are created; an
+// existing file keeps its mode; a new one gets 0644. The scripts the backend
+// runs in the container for this are the …Shell constants; they need a POSIX
+// sh, mkdir, mv, rm, rmdir, chmod and stat (BusyBox is enough).
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+)
+
+// Provider creates and manages sandboxes, one per session.
+type Provider interface {
+	// Provision returns the session's sandbox, creating and starting it if
+	// needed. It is idempotent: the same SessionID yields the same sandbox,
+	// started if stopped and adopted if running. An existing sandbox whose
+	// image, workdir or networking differ from spec is ErrSpecMismatch, and
+	// nothing is changed or removed. Concurrent calls for one session
+	// converge on one sandbox.
+	Provision(ctx context.Context, spec Spec) (Sandbox, error)
+	// Attach returns a running sandbox's handle without creating, starting
+	// or changing anything; anything else is ErrNotFound.
+	Attach(ctx context.Context, sessionID domain.ID) (Sandbox, error)
+	// Export streams an uncompressed tar of root in the session's sandbox,
+	// running or stopped. Members sit under one top-level directory named
+	// after root's base name; symlinks are archived as links, never
+	// followed. A missing root is ErrFileNotExist, a missing sandbox
+	// ErrNotFound. The caller closes the reader.
+	Export(ctx context.Context, sessionID domain.ID, root string) (io.ReadCloser, error)
+	// Owned lists the sessions that have a sandbox (running or stopped)
+	// belonging to this provider's owner, sorted.
+	Owned(ctx context.Context) ([]domain.ID, error)
+	// Reap revokes the session's gate token (when a revoker is known), then
+	// removes its sandbox and volumes and waits until they are gone. Reaping
+	// a session without a sandbox succeeds.
+	Reap(ctx context.Context, sessionID domain.ID) error
+}
+
+// Sandbox is one session's running container. Its methods are safe for
+// concurrent use.
+type Sandbox interface {
+	// ID returns the backend's identifier of the sandbox (the container ID).
+	ID() string
+	// Exec runs a command; see the package documentation. What the command
+	// did is the ExecResult; an error means the backend failed or ctx ended
+	// (the command is killed either way).
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	// ReadFile returns the content of the regular file at path, at most
+	// MaxFileBytes (else ErrFileTooLarge). A directory is ErrIsDirectory, a
+	// missing file ErrFileNotExist, a device, socket or FIFO
+	// ErrNotRegularFile.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// ReadFileStream is ReadFile as a stream: it returns the file's exact
+	// size and a reader of exactly that many bytes. A file larger than
+	// maxBytes (MaxFileBytes when maxBytes <= 0) is ErrFileTooLarge.
+	ReadFileStream(ctx context.Context, path string, maxBytes int64) (io.ReadCloser, int64, error)
+	// WriteFile atomically replaces or creates the file at path with data.
+	// It reports ErrIsDirectory, ErrNotDirectory (a parent is not a
+	// directory), ErrNotReplaceable, or a *PathNotWritableError matching
+	// ErrNotWritable.
+	WriteFile(ctx context.Context, path string, data []byte) error
+	// WriteFileStream is WriteFile with size bytes read from src. It calls
+	// CheckWriteSize before reading anything, and lands nothing when src is
+	// shorter or longer than size.
+	WriteFileStream(ctx context.Context, path string, src io.Reader, size int64) error
+	// WriteFiles writes files in order with a constant number of engine
+	// round trips. Each file lands atomically; the first failure stops the
+	// rest and files already landed stay.
+	WriteFiles(ctx context.Context, files []FileWrite) error
+	// Destroy removes the sandbox and its volumes. It is idempotent.
+	Destroy(ctx context.Context) error
+}
+
+// Spec describes a session's sandbox.
+type Spec struct {
+	// SessionID names the session; see domain.ID.Validate. Required.
+	SessionID domain.ID
+	// Image is the image reference or ID; it must already be present (the
+	// backend never pulls). Required.
+	Image string
+	// Networking is the network the sandbox gets; the zero value is
+	// NetNone. NetLimited needs Gate.
+	Networking domain.Networking
+	// Workdir is the absolute, clean directory commands start in and the
+	// main writable place; "" means DefaultWorkdir. It may not be "/".
+	Workdir string
+	// Env is the environment of every command, in addition to what the
+	// image sets and what the backend must set (PATH, HOME and HOSTNAME
+	// when nothing else sets them). The host's environment never leaks in.
+	// Names must pass ValidEnvName and not be ReservedEnvName; values may
+	// not hold NUL. See ValidateEnv.
+	Env map[string]string
+	// Hardening is the sandbox's confinement; see the package
+	// documentation for its zero value.
+	Hardening Hardening
+	// Gate, when set, routes NetLimited egress through the egress gate.
+	Gate *GateSpec
+	// GateTokenRevoker is called by Reap before removal to revoke the
+	// session's gate token; nil means there is nothing to revoke.
+	GateTokenRevoker GateTokenRevoker
+}
+
+// ExecRequest is a command to run in a sandbox.
+type ExecRequest struct {
+	// Command is a /bin/sh -c script.
+	Command string
+	// Timeout bounds the command's wall-clock time; zero or negative means
+	// no bound other than ctx.
+	Timeout time.Duration
+}
+
+// ExecResult is what a command did. All of it is data about the untrusted
+// code, never an error of the caller's.
+type ExecResult struct {
+	// ExitCode is the command's exit status: 128+n when killed by signal
+	// n, so 137 after a timeout kill or an out-of-memory kill.
+	ExitCode int
+	// Stdout and Stderr hold at most MaxOutputBytes each.
+	Stdout string
+	Stderr string
+	// TimedOut reports that the command was killed at its Timeout.
+	TimedOut bool
+	// Truncated reports that stdout or stderr passed MaxOutputBytes.
+	Truncated bool
+}
+
+// FileWrite is one file of WriteFiles.
+type FileWrite struct {
+	Path string // absolute and clean
+	Data []byte // at most MaxFileBytes
+}
+
+// Budgets and defaults.
+const (
+	// DefaultWorkdir is the workdir of a Spec that names none.
+	DefaultWorkdir = "/workspace"
+	// MaxFileBytes bounds one file read or written through the file API, in
+	// bytes: 16 MiB. Larger transfers belong in Export or in an Exec.
+	MaxFileBytes = 16 << 20
+	// MaxOutputBytes bounds what Exec keeps of each of stdout and stderr,
+	// in bytes: 1 MiB.
+	MaxOutputBytes = 1 << 20
+	// DefaultCPUMillis is the CPU limit of a Hardening that sets none, in
+	// thousandths of a CPU: one CPU.
+	DefaultCPUMillis = 1000
+	// DefaultPidsLimit is the process (and thread) limit of a Hardening
+	// that sets none. It is what stops a fork bomb.
+	DefaultPidsLimit = 256
+)
+
+// defaultMemoryBytes is the memory limit of a Hardening that sets none, in
+// bytes, without swap.
+const defaultMemoryBytes = 1 << 30
+
+// defaultRunAsUser is the uid (and gid) commands run as when
+// Hardening.RunAsUser is nil: "nobody", which owns nothing in any image.
+const defaultRunAsUser = 65534
+
+// Errors callers branch on. Backends wrap them with the path or session.
+var (
+	ErrFileNotExist   = errors.New("sandbox: no such file")
+	ErrFileTooLarge   = errors.New("sandbox: file too large")
+	ErrIsDirectory    = errors.New("sandbox: path is a directory")
+	ErrNotFound       = errors.New("sandbox: no such sandbox")
+	ErrNotRegularFile = errors.New("sandbox: not a regular file")
+	ErrNotDirectory   = errors.New("sandbox: path is not a directory")
+	ErrNotReplaceable = errors.New("sandbox: target cannot be replaced")
+	ErrNotWritable    = errors.New("sandbox: target cannot be written")
+	ErrSpecMismatch   = errors.New("sandbox: existing sandbox does not match the requested spec")
+	ErrSizeNotALength = errors.New("sandbox: size is not a length")
+)
+
+// PathNotWritableError reports a write to a place the sandbox cannot write:
+// the read-only root, a read-only mount, or a directory without write
+// permission for the sandbox user. It matches ErrNotWritable.
+type PathNotWritableError struct {
+	Path   string // the path the caller asked to write
+	Reason string // why, for people: "read-only root filesystem", ...
+}
+
+func (e *PathNotWritableError) Error() string {
+	return fmt.Sprintf("sandbox: cannot write %s: %s", e.Path, e.Reason)
+}
+
+// Is reports whether target is ErrNotWritable.
+func (e *PathNotWritableError) Is(target error) bool { return target == ErrNotWritable }
+
+// CheckWriteSize reports whether size can be written: a negative size is
+// ErrSizeNotALength and one above MaxFileBytes is ErrFileTooLarge.
+func CheckWriteSize(size int64) error {
+	if size < 0 {
+		return fmt.Errorf("%w: %d", ErrSizeNotALength, size)
+	}
+	if size > MaxFileBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrFileTooLarge, size, MaxFileBytes)
+	}
+	return nil
+}
+
+// Environment limits.
+const (
+	maxEnvVars      = 256      // variables in Spec.Env
+	maxEnvNameBytes = 256      // bytes in one name
+	maxEnvBytes     = 64 << 10 // bytes in all names and values together
+)
+
+// ValidEnvName reports whether k is a portable environment variable name:
+// a letter or underscore followed by letters, digits and underscores, at
+// most 256 bytes. Such a name cannot hold '=' or NUL.
+func ValidEnvName(k string) bool {
+	if k == "" || len(k) > maxEnvNameBytes {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// ReservedEnvName reports whether k belongs to the backend, so a Spec may not
+// set it: every name starting with STOCKADE_, which the backend's scripts
+// use, and the proxy variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY,
+// NO_PROXY, in any case), which the egress gate owns. Case is ignored.
+func ReservedEnvName(k string) bool {
+	u := strings.ToUpper(k)
+	if strings.HasPrefix(u, "STOCKADE_") {
+		return true
+	}
+	switch u {
+	case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY":
+		return true
+	}
+	return false
+}
+
+// ValidateEnv checks every name and value of env: names must be ValidEnvName
+// and not ReservedEnvName, values may not hold NUL, and env may hold at most
+// 256 variables and 64 KiB in all. Names are checked in sorted order so the
+// error is stable.
+func ValidateEnv(env map[string]string) error {
+	if len(env) > maxEnvVars {
+		return fmt.Errorf("sandbox: %d environment variables, at most %d", len(env), maxEnvVars)
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	total := 0
+	for _, k := range keys {
+		v := env[k]
+		switch {
+		case !ValidEnvName(k):
+			return fmt.Errorf("sandbox: invalid environment name %q: want a letter or '_' then letters, digits or '_'", k)
+		case ReservedEnvName(k):
+			return fmt.Errorf("sandbox: environment name %q is reserved for the backend", k)
+		case strings.IndexByte(v, 0) >= 0:
+			return fmt.Errorf("sandbox: environment value of %q holds a NUL byte", k)
+		}
+		total += len(k) + 1 + len(v)
+	}
+	if total > maxEnvBytes {
+		return fmt.Errorf("sandbox: environment of %d bytes, at most %d", total, maxEnvBytes)
+	}
+	return nil
+}
+
+// TempName returns a fresh name for a temporary file or directory: TempPrefix
+// and 16 random hex digits. Scripts and LeftBehind recognise temporaries by
+// the prefix.
+func TempName() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return TempPrefix + hex.EncodeToString(b[:])
+}
+
+// WritablePaths returns the places a sandbox with the given workdir may
+// write, sorted: the workdir ("" means DefaultWorkdir) and /tmp, minus any
+// that lies inside another. Backends mount each as a writable volume under
+// the read-only root, so the file API reaches them too.
+func WritablePaths(workdir string) []string {
+	if workdir == "" {
+		workdir = DefaultWorkdir
+	}
+	workdir = path.Clean("/" + workdir)
+	cands := []string{workdir, "/tmp"}
+	sort.Strings(cands)
+	var out []string
+	for _, p := range cands {
+		if len(out) > 0 && within(out[len(out)-1], p) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// within reports whether p is root or below it.
+func within(root, p string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
+}
+
+// cleanPath reports whether p is an absolute, clean path other than "/"
+// with no NUL or other control character (the scripts read paths one a
+// line).
+func cleanPath(p string) error {
+	if p == "" || p[0] != '/' || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("sandbox: path %q is not an absolute clean path below /", p)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return fmt.Errorf("sandbox: path %q holds a control character", p)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package sandbox
+
+// Exit codes of the …Shell scripts. They sit above the codes commands
+// commonly use and below 126, where the shell's own codes start, so a
+// script's fault can never be mistaken for a signal death.
+const (
+	// ExitPathIsDirectory: the target is a directory.
+	ExitPathIsDirectory = 90
+	// ExitPathNotDirectory: a parent of the target is not a directory.
+	ExitPathNotDirectory = 91
+	// ExitPathNotReplaceable: the target exists and a rename cannot replace
+	// it (another user's file in a sticky directory, or a mount point).
+	ExitPathNotReplaceable = 92
+	// ExitPathNotWritable: the target's directory cannot be written (the
+	// read-only root, a read-only mount, missing permission).
+	ExitPathNotWritable = 93
+	// ExitBulkExtract: a file the archive should have delivered is missing
+	// or is not a regular file; nothing was landed.
+	ExitBulkExtract = 94
+	// ExitBulkIncomplete: the manifest is missing or cut short, so the
+	// delivery cannot be trusted; nothing was landed.
+	ExitBulkIncomplete = 95
+)
+
+// ShellStateRoot is the directory inside a sandbox where backends keep the
+// state of their in-container scripts. It lies in /tmp, one of
+// WritablePaths, and belongs to the sandbox user: it is bookkeeping, not a
+// security boundary, since everything in it only ever acts on the sandbox
+// itself.
+const ShellStateRoot = "/tmp/.stockade"
+
+// TempPrefix starts the name of every temporary file and directory the
+// backends create beside a user's files; see TempName.
+const TempPrefix = ".stockade-tmp-"
+
+// Every script reports a fault on stderr as one line
+//
+//	stockade: fault INDEX PATH
+//
+// where INDEX counts the script's targets from zero; BulkWrite.Fault reads
+// it. The functions below are shared by the scripts:
+//
+//   - sf_fault PATH returns why PATH cannot be replaced by a new file (one of
+//     the Exit… codes) or 0. A missing parent is no fault (it will be
+//     created) unless the nearest existing ancestor is not a directory.
+//   - sf_replaceable PATH fails for an existing PATH in a sticky directory
+//     that neither it nor the directory belongs to the user: rename(2)
+//     cannot replace it.
+//   - sf_report INDEX PATH writes the fault line.
+const shellLib = `sf_report() { printf 'stockade: fault %s %s\n' "$1" "$2" >&2; }
+sf_replaceable() {
+	sr_d=${1%/*}; sr_d=${sr_d:-/}
+	if [ -k "$sr_d" ] && [ ! -O "$1" ] && [ ! -O "$sr_d" ]; then return 1; fi
+	return 0
+}
+sf_fault() {
+	sf_p=$1
+	if [ -d "$sf_p" ]; then return 90; fi
+	sf_d=${sf_p%/*}; sf_d=${sf_d:-/}
+	while [ ! -e "$sf_d" ]; do
+		if [ -L "$sf_d" ]; then return 91; fi
+		sf_d=${sf_d%/*}; sf_d=${sf_d:-/}
+	done
+	if [ ! -d "$sf_d" ]; then return 91; fi
+	if [ ! -w "$sf_d" ] || [ ! -x "$sf_d" ]; then return 93; fi
+	if [ -e "$sf_p" ] || [ -L "$sf_p" ]; then
+		sf_replaceable "$sf_p" || return 92
+	fi
+	return 0
+}
+`
+
+// PathFaultShell diagnoses one target: run as
+//
+//	sh -c "$PathFaultShell" stockade PATH
+//
+// it exits 0 when a new file could replace PATH, else with
+// ExitPathIsDirectory, ExitPathNotDirectory, ExitPathNotWritable or
+// ExitPathNotReplaceable and a fault line on stderr.
+const PathFaultShell = shellLib + `sf_fault "$1"; c=$?
+if [ "$c" -ne 0 ]; then sf_report 0 "$1"; fi
+exit "$c"
+`
+
+// UnreplaceableShell checks, for each PATH argument, that a rename could
+// replace it: not another user's file in a sticky directory and not a mount
+// point (its device differs from its directory's). It exits
+// ExitPathNotReplaceable with a fault line at the first that fails, else 0.
+// Backends run it to explain a rename that failed although PathFaultShell
+// found nothing wrong.
+const UnreplaceableShell = shellLib + `i=0
+for p; do
+	if [ -e "$p" ] || [ -L "$p" ]; then
+		d=${p%/*}; d=${d:-/}
+		if ! sf_replaceable "$p" || [ "$(stat -c %d -- "$p" 2>/dev/null)" != "$(stat -c %d -- "$d" 2>/dev/null)" ]; then
+			sf_report "$i" "$p"; exit 92
+		fi
+	fi
+	i=$((i+1))
+done
+exit 0
+`
+
+// PreserveModeShell defines pm_apply MANIFEST TMP, which gives each staged
+// file whose target already exists the target's permission bits, so a
+// rename keeps the mode; staged files arrive with 0644, the mode of a new
+// file, so only targets with another mode cost a chmod. It runs one stat for
+// all existing targets and one chmod per distinct mode, whatever the number
+// of files. BulkRenameShell includes it.
+const PreserveModeShell = `pm_apply() {
+	pm_list=$1; pm_tmp=$2
+	set --
+	while IFS= read -r pm_t; do
+		case $pm_t in /*) [ -f "$pm_t" ] && set -- "$@" "$pm_t";; esac
+	done <"$pm_list"
+	[ "$#" -eq 0 ] && return 0
+	pm_out=$(stat -c '%a %n' -- "$@" 2>/dev/null)
+	pm_modes=
+	while IFS= read -r pm_l; do
+		pm_m=${pm_l%% *}
+		case $pm_m in ''|*[!0-7]*|644) continue;; esac
+		case " $pm_modes " in *" $pm_m "*) ;; *) pm_modes="$pm_modes $pm_m";; esac
+	done <<EOF
+$pm_out
+EOF
+	for pm_want in $pm_modes; do
+		set --
+		while IFS= read -r pm_l; do
+			[ "${pm_l%% *}" = "$pm_want" ] || continue
+			pm_t=${pm_l#* }
+			set -- "$@" "${pm_t%/*}/$pm_tmp/${pm_t##*/}"
+		done <<EOF
+$pm_out
+EOF
+		chmod -- "$pm_want" "$@" || return 1
+	done
+	return 0
+}
+`
+
+// BulkPrepareShell runs before an upload, with the targets as arguments in
+// order. For each it checks sf_fault and creates missing parents as the
+// sandbox user (so the engine, which extracts as root, never has to). At the
+// first fault it stops with that fault's code and line; the targets before
+// it are ready.
+const BulkPrepareShell = shellLib + `i=0
+for t; do
+	sf_fault "$t"; c=$?
+	if [ "$c" -ne 0 ]; then sf_report "$i" "$t"; exit "$c"; fi
+	d=${t%/*}; d=${d:-/}
+	if [ ! -d "$d" ]; then
+		if ! mkdir -p -- "$d" 2>/dev/null; then
+			sf_fault "$t"; c=$?
+			[ "$c" -ne 0 ] || c=93
+			sf_report "$i" "$t"; exit "$c"
+		fi
+	fi
+	i=$((i+1))
+done
+exit 0
+`
+
+// BulkRenameShell lands a delivered bulk write: run as
+//
+//	sh -c "$BulkRenameShell" stockade MANIFEST DIRLIST
+//
+// it checks that the manifest is complete (else prints "stockade: lost-list"
+// and exits ExitBulkIncomplete) and that every staged file arrived (else
+// ExitBulkExtract), in both cases landing nothing. It then preserves modes
+// (PreserveModeShell) and renames the staged files over their targets in
+// manifest order, one mv per run of targets sharing a directory, and finally
+// removes the staging directories and the bookkeeping. A rename that fails
+// stops the rest with the fault of the first target not landed.
+const BulkRenameShell = shellLib + PreserveModeShell + `m=$1; l=$2
+if [ ! -f "$m" ] || [ ! -f "$l" ]; then echo "stockade: lost-list"; exit 95; fi
+hdr=; tmp=; n=0; end=
+{
+	IFS= read -r hdr; IFS= read -r tmp
+	while IFS= read -r t; do
+		case $t in /*) n=$((n+1));; "end "*) end=${t#end };; esac
+	done
+} <"$m"
+if [ "$hdr" != "stockade-bulk 1" ] || [ "$end" != "$n" ] || [ -z "$tmp" ]; then echo "stockade: lost-list"; exit 95; fi
+i=0
+while IFS= read -r t; do
+	case $t in /*) ;; *) continue;; esac
+	s=${t%/*}/$tmp/${t##*/}
+	if [ ! -f "$s" ] || [ -L "$s" ]; then
+		echo "stockade: $s was not delivered" >&2; sf_report "$i" "$t"; exit 94
+	fi
+	i=$((i+1))
+done <"$m"
+pm_apply "$m" "$tmp" || { echo "stockade: cannot preserve modes" >&2; }
+landed() {
+	i=0
+	while IFS= read -r t; do
+		case $t in /*) ;; *) continue;; esac
+		if [ -e "${t%/*}/$tmp/${t##*/}" ]; then
+			sf_fault "$t"; c=$?
+			[ "$c" -ne 0 ] || c=92
+			sf_report "$i" "$t"; exit "$c"
+		fi
+		i=$((i+1))
+	done <"$m"
+}
+cur=
+set --
+while IFS= read -r t; do
+	case $t in /*) ;; *) continue;; esac
+	d=${t%/*}
+	if [ "$d" != "$cur" ] || [ "$#" -ge 256 ]; then
+		if [ "$#" -gt 0 ]; then mv -f -- "$@" "${cur:-/}/" 2>/dev/null || landed; fi
+		set --; cur=$d
+	fi
+	set -- "$@" "$d/$tmp/${t##*/}"
+done <"$m"
+if [ "$#" -gt 0 ]; then mv -f -- "$@" "${cur:-/}/" 2>/dev/null || landed; fi
+set --
+while IFS= read -r d; do
+	case $d in /*) set -- "$@" "$d";; esac
+done <"$l"
+rm -rf -- "$@" "$m" "$l"
+exit 0
+`
+
+// BulkDiscardShell removes what a bulk write delivered and did not land: run
+// with the paths of BulkWrite.Delivered as arguments, it removes each (with
+// whatever is inside) and prints "left PATH" for each that is still there,
+// which BulkWrite.LeftBehind reads. It always exits 0.
+const BulkDiscardShell = `rm -rf -- "$@" 2>/dev/null
+for p; do
+	if [ -e "$p" ] || [ -L "$p" ]; then printf 'left %s\n' "$p"; fi
+done
+exit 0
+`
