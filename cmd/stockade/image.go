@@ -42,7 +42,8 @@ stockade/go:<version>-local (stockade/base:local with -base), and does not
 upload anything when the engine already has the image.
 
 List shows the images Stockade built, with their Go version and the digest
-of the inputs they were built from.
+of the inputs they were built from, and the pinned toolchain images of the
+image table that the engine has.
 
 The engine is found like the docker CLI finds it: DOCKER_HOST, else the
 usual socket paths.
@@ -194,7 +195,8 @@ type listOutput struct {
 	Tags      []string `json:"tags"`
 	GoVersion string   `json:"go_version,omitempty"`
 	SizeBytes int64    `json:"size_bytes"`
-	Inputs    string   `json:"inputs"`
+	Inputs    string   `json:"inputs,omitempty"`
+	Pinned    string   `json:"pinned,omitempty"`
 }
 
 func imageList(ctx context.Context, env *cmdEnv, o imageOpts) int {
@@ -214,12 +216,12 @@ func imageList(ctx context.Context, env *cmdEnv, o imageOpts) int {
 	if o.json {
 		out := make([]listOutput, 0, len(infos))
 		for _, in := range infos {
-			out = append(out, listOutput{ID: in.ID, Tags: in.Tags, GoVersion: in.GoVersion, SizeBytes: in.Size, Inputs: in.Inputs})
+			out = append(out, listOutput{ID: in.ID, Tags: in.Tags, GoVersion: in.GoVersion, SizeBytes: in.Size, Inputs: in.Inputs, Pinned: in.Pinned})
 		}
 		return imageWriteJSON(env, out)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTAGS\tGO\tSIZE\tINPUTS")
+	fmt.Fprintln(tw, "ID\tTAGS\tGO\tSIZE\tBUILT FROM")
 	for _, in := range infos {
 		tags := strings.Join(in.Tags, ",")
 		if tags == "" {
@@ -229,7 +231,11 @@ func imageList(ctx context.Context, env *cmdEnv, o imageOpts) int {
 		if gov == "" {
 			gov = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", imageShortID(in.ID), tags, gov, imageBytes(in.Size), imageShortID(in.Inputs))
+		from := "inputs " + imageShortID(in.Inputs)
+		if in.Pinned != "" {
+			from = "pinned " + in.Pinned
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", imageShortID(in.ID), tags, gov, imageBytes(in.Size), from)
 	}
 	tw.Flush()
 	return exitOK

@@ -484,7 +484,19 @@ func TestSkipGoRoot(t *testing.T) {
 type fakeEngine struct {
 	images  map[string]dockerapi.Image
 	loads   int
+	tags    int
 	loadErr error
+}
+
+func (f *fakeEngine) ImageTag(ctx context.Context, ref, repo, tag string) error {
+	im, ok := f.images[ref]
+	if !ok {
+		return &dockerapi.Error{StatusCode: 404, Message: "No such image: " + ref}
+	}
+	f.tags++
+	im.RepoTags = append(im.RepoTags, repo+":"+tag)
+	f.images[ref] = im
+	return nil
 }
 
 func (f *fakeEngine) ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error) {
@@ -550,12 +562,15 @@ func TestBuildLoadsOnce(t *testing.T) {
 		t.Errorf("second Build: Loaded %v, %d loads, id %s; want no load, id %s", r2.Loaded, eng.loads, r2.ID, r1.ID)
 	}
 
-	// A lost tag is restored by loading again (the engine has no tag call).
+	// A lost tag is restored with a tag call, not a second upload.
 	im := eng.images[r1.ID]
 	im.RepoTags = nil
 	eng.images[r1.ID] = im
-	if _, err := Build(ctx, eng, opts); err != nil || eng.loads != 2 {
-		t.Errorf("Build without the tag: %v, %d loads; want a second load", err, eng.loads)
+	if _, err := Build(ctx, eng, opts); err != nil || eng.loads != 1 || eng.tags != 1 {
+		t.Errorf("Build without the tag: %v, %d loads, %d tags; want one tag call", err, eng.loads, eng.tags)
+	}
+	if got := eng.images[r1.ID].RepoTags; len(got) != 1 || got[0] != "stockade/go:1.99.1-local" {
+		t.Errorf("tags after Build = %v", got)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -103,12 +104,8 @@ type Result struct {
 type Engine interface {
 	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
 	ImageLoad(ctx context.Context, r io.Reader) (dockerapi.LoadResult, error)
-}
-
-// tagger is an Engine that can also tag; Build uses it, when present, to
-// restore a tag on an image the engine already has instead of loading it
-// again.
-type tagger interface {
+	// ImageTag restores a tag on an image the engine already has, which
+	// is cheaper than loading it again.
 	ImageTag(ctx context.Context, ref, repo, tag string) error
 }
 
@@ -144,19 +141,15 @@ func Build(ctx context.Context, eng Engine, opts Options) (Result, error) {
 
 	img, err := eng.ImageInspect(ctx, p.id)
 	switch {
-	case err == nil && hasAll(img.RepoTags, p.tags):
+	case err == nil:
+		if !hasAll(img.RepoTags, p.tags) {
+			if err := tagAll(ctx, eng, p.id, p.tags); err != nil {
+				return Result{}, err
+			}
+		}
 		res.Size = img.Size
 		log.Info("already loaded", "image", res.ID, "phase", "inspect")
 		return res, nil
-	case err == nil:
-		if t, ok := eng.(tagger); ok {
-			if err := tagAll(ctx, t, p.id, p.tags); err != nil {
-				return Result{}, err
-			}
-			res.Size = img.Size
-			return res, nil
-		}
-		// Without a tag call, loading again restores the tag.
 	case !errors.Is(err, dockerapi.ErrNotFound):
 		return Result{}, fmt.Errorf("image: inspect %s: %w", p.id, err)
 	}
@@ -205,7 +198,7 @@ func load(ctx context.Context, eng Engine, p *plan) error {
 	return writeErr
 }
 
-func tagAll(ctx context.Context, t tagger, id string, tags []string) error {
+func tagAll(ctx context.Context, t Engine, id string, tags []string) error {
 	for _, nt := range tags {
 		i := strings.LastIndex(nt, ":")
 		if err := t.ImageTag(ctx, id, nt[:i], nt[i+1:]); err != nil {
@@ -330,18 +323,23 @@ func (p *plan) result() Result {
 type Info struct {
 	ID        string   // "sha256:<hex>"
 	Tags      []string // sorted
-	GoVersion string   // empty for a base image
-	Inputs    string   // LabelInputs
-	Size      int64    // bytes
+	GoVersion string   // "go1.26.8"; empty for a base image
+	Inputs    string   // LabelInputs; empty for a pinned image
+	// Pinned is the image table's reference (tag@digest) for an image
+	// Stockade uses but did not build; empty for images Build made.
+	Pinned string
+	Size   int64 // bytes
 }
 
 // Lister is what List needs from an engine client; *dockerapi.Client
 // implements it.
 type Lister interface {
 	ImageList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.ImageSummary, error)
+	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
 }
 
-// List returns the images Stockade built (label.Kind=KindImage), sorted by
+// List returns the images Stockade built (label.Kind=KindImage) and the
+// pinned images of the default image table that the engine has, sorted by
 // Go version, then ID.
 func List(ctx context.Context, eng Lister) ([]Info, error) {
 	imgs, err := eng.ImageList(ctx, dockerapi.LabelFilter(label.Managed+"="+label.ManagedValue, label.Kind+"="+label.KindImage))
@@ -350,14 +348,17 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(imgs))
 	for _, im := range imgs {
-		tags := make([]string, 0, len(im.RepoTags))
-		for _, t := range im.RepoTags {
-			if t != "<none>:<none>" {
-				tags = append(tags, t)
-			}
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], Size: im.Size})
+	}
+	for _, e := range imagetable.Default().Entries() {
+		im, err := eng.ImageInspect(ctx, e.Ref())
+		if errors.Is(err, dockerapi.ErrNotFound) {
+			continue
 		}
-		sort.Strings(tags)
-		out = append(out, Info{ID: im.ID, Tags: tags, GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], Size: im.Size})
+		if err != nil {
+			return nil, fmt.Errorf("image: inspect %s: %w", e.Ref(), err)
+		}
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: "go" + e.Go, Pinned: e.Ref(), Size: im.Size})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].GoVersion != out[j].GoVersion {
@@ -366,4 +367,16 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 		return out[i].ID < out[j].ID
 	})
 	return out, nil
+}
+
+// cleanTags drops the engine's "<none>:<none>" and sorts.
+func cleanTags(tags []string) []string {
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if t != "<none>:<none>" {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
