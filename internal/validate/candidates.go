@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 
+	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
 )
 
@@ -22,19 +21,6 @@ import (
 // candidate search asks the proxy about (path/v2, /v3, ...). A module
 // rarely skips more.
 const maxMajorProbe = 3
-
-// Requirement is a direct requirement of the module: go.mod's require
-// lines without // indirect.
-type Requirement struct {
-	Path, Version string
-}
-
-// Upgrade classes.
-const (
-	ClassPatch = "patch"
-	ClassMinor = "minor"
-	ClassMajor = "major"
-)
 
 // versionsArgv lists the known versions of each module path; -e puts a
 // path the proxy does not have into the output as an error instead of
@@ -57,8 +43,8 @@ type listedModule struct {
 }
 
 // parseVersions reads go list -m -e -versions -json output into a map from
-// module path to its released versions (pre-releases and +incompatible
-// versions dropped). Paths the proxy does not know map to nothing.
+// module path to its versions. Paths the proxy does not know map to
+// nothing.
 func parseVersions(stdout []byte) (map[string][]string, error) {
 	out := map[string][]string{}
 	dec := json.NewDecoder(bytes.NewReader(stdout))
@@ -75,80 +61,26 @@ func parseVersions(stdout []byte) (map[string][]string, error) {
 			continue
 		}
 		for _, v := range m.Versions {
-			if semver.IsValid(v) && semver.Prerelease(v) == "" && !strings.HasSuffix(v, "+incompatible") {
+			if semver.IsValid(v) {
 				out[m.Path] = append(out[m.Path], v)
 			}
 		}
 	}
 }
 
-// sameMajorCandidates returns the newest patch (same major.minor) and
-// the newest minor (same major, higher minor) of versions above cur.
-func sameMajorCandidates(req Requirement, versions []string) []report.Candidate {
-	var patch, minor string
-	for _, v := range versions {
-		if semver.Compare(v, req.Version) <= 0 || semver.Major(v) != semver.Major(req.Version) {
-			continue
-		}
-		if semver.MajorMinor(v) == semver.MajorMinor(req.Version) {
-			if patch == "" || semver.Compare(v, patch) > 0 {
-				patch = v
-			}
-		} else if minor == "" || semver.Compare(v, minor) > 0 {
-			minor = v
-		}
-	}
-	var out []report.Candidate
-	if patch != "" {
-		out = append(out, report.Candidate{Path: req.Path, Current: req.Version, Version: patch, Class: ClassPatch})
-	}
-	if minor != "" {
-		out = append(out, report.Candidate{Path: req.Path, Current: req.Version, Version: minor, Class: ClassMinor})
-	}
-	return out
-}
-
 // majorPaths returns the module paths of the next maxMajorProbe major
-// versions of req (example.com/m/v2, /v3, ...). gopkg.in paths carry their
-// major in a different form and are not probed.
-func majorPaths(req Requirement) []string {
-	prefix, pathMajor, ok := module.SplitPathVersion(req.Path)
-	if !ok || strings.HasPrefix(req.Path, "gopkg.in/") {
-		return nil
-	}
-	cur := 1
-	if pathMajor != "" {
-		n, err := strconv.Atoi(strings.TrimPrefix(pathMajor, "/v"))
-		if err != nil {
-			return nil
-		}
-		cur = n
-	}
+// versions of path (example.com/m/v2, /v3, ...).
+func majorPaths(path string) []string {
 	var out []string
-	for n := cur + 1; n <= cur+maxMajorProbe; n++ {
-		out = append(out, fmt.Sprintf("%s/v%d", prefix, n))
+	for range maxMajorProbe {
+		next, err := gomod.NextMajorPath(path)
+		if err != nil {
+			break
+		}
+		out = append(out, next)
+		path = next
 	}
 	return out
-}
-
-// majorCandidate returns the newest version of the highest major path that
-// has releases.
-func majorCandidate(req Requirement, versions map[string][]string) (report.Candidate, bool) {
-	paths := majorPaths(req)
-	for i := len(paths) - 1; i >= 0; i-- {
-		vs := versions[paths[i]]
-		if len(vs) == 0 {
-			continue
-		}
-		best := vs[0]
-		for _, v := range vs[1:] {
-			if semver.Compare(v, best) > 0 {
-				best = v
-			}
-		}
-		return report.Candidate{Path: paths[i], Current: req.Version, Version: best, Class: ClassMajor}, true
-	}
-	return report.Candidate{}, false
 }
 
 // downloadedModule is one object of go mod download -json output.
@@ -210,36 +142,23 @@ func parseDownload(stdout []byte) ([]DownloadStatus, error) {
 	}
 }
 
-// sortCandidates orders candidates by path, then class (patch, minor,
-// major), so reports are stable.
-func sortCandidates(cs []report.Candidate) {
-	rank := map[string]int{ClassPatch: 0, ClassMinor: 1, ClassMajor: 2}
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].Path != cs[j].Path {
-			return cs[i].Path < cs[j].Path
-		}
-		return rank[cs[i].Class] < rank[cs[j].Class]
-	})
-}
-
-// Candidates lists newer versions of the direct requirements reqs: for
-// each, the newest patch and newest minor release of its major version,
-// and the newest release of the highest major path (/v2, /v3, ...) the
-// proxy has. acq runs in the acquire profile: these are module commands,
+// Candidates lists newer versions of the direct requirements: for each,
+// the newest patch, minor and major upgrade (gomod.Candidates), major ones
+// found by asking the proxy for the next maxMajorProbe major paths. acq runs in the acquire profile: these are module commands,
 // never builds. Every candidate is downloaded once, so a candidate whose
 // go.mod needs a Go newer than the image's is flagged
 // RequiresNewerToolchain, as go get would fail for it.
-func Candidates(ctx context.Context, acq Execer, reqs []Requirement) ([]report.Candidate, error) {
+func Candidates(ctx context.Context, acq Execer, direct []module.Version) ([]report.Candidate, error) {
 	cands := []report.Candidate{}
-	if len(reqs) == 0 {
+	if len(direct) == 0 {
 		return cands, nil
 	}
 	var paths []string
-	for _, r := range reqs {
+	for _, r := range direct {
 		paths = append(paths, r.Path)
-		paths = append(paths, majorPaths(r)...)
+		paths = append(paths, majorPaths(r.Path)...)
 	}
-	out, err := acq.Exec(ctx, versionsArgv(paths))
+	out, err := acq.Exec(ctx, versionsArgv(paths), 0)
 	if err != nil {
 		return nil, fmt.Errorf("validate: listing versions: %w", err)
 	}
@@ -250,13 +169,17 @@ func Candidates(ctx context.Context, acq Execer, reqs []Requirement) ([]report.C
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range reqs {
-		cands = append(cands, sameMajorCandidates(r, versions[r.Path])...)
-		if c, ok := majorCandidate(r, versions); ok {
-			cands = append(cands, c)
+	for _, r := range direct {
+		var avail []module.Version
+		for _, p := range append([]string{r.Path}, majorPaths(r.Path)...) {
+			for _, v := range versions[p] {
+				avail = append(avail, module.Version{Path: p, Version: v})
+			}
+		}
+		for _, c := range gomod.Candidates(r, avail) {
+			cands = append(cands, report.Candidate{Path: c.Path, Current: r.Version, Version: c.Version.Version, Class: string(c.Kind)})
 		}
 	}
-	sortCandidates(cands)
 	if len(cands) == 0 {
 		return cands, nil
 	}
@@ -265,7 +188,7 @@ func Candidates(ctx context.Context, acq Execer, reqs []Requirement) ([]report.C
 	for i, c := range cands {
 		queries[i] = c.Path + "@" + c.Version
 	}
-	out, err = acq.Exec(ctx, downloadArgv(queries))
+	out, err = acq.Exec(ctx, downloadArgv(queries), 0)
 	if err != nil {
 		return nil, fmt.Errorf("validate: downloading candidates: %w", err)
 	}

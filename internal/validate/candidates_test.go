@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/mod/module"
 
 	"github.com/stockade/stockade/internal/report"
 )
@@ -17,26 +20,11 @@ func TestMajorPaths(t *testing.T) {
 	}{
 		{"example.com/m", []string{"example.com/m/v2", "example.com/m/v3", "example.com/m/v4"}},
 		{"example.com/m/v2", []string{"example.com/m/v3", "example.com/m/v4", "example.com/m/v5"}},
-		{"gopkg.in/yaml.v3", nil},
+		{"gopkg.in/yaml.v2", []string{"gopkg.in/yaml.v3", "gopkg.in/yaml.v4", "gopkg.in/yaml.v5"}},
 	} {
-		if got := majorPaths(Requirement{Path: tc.path, Version: "v1.0.0"}); !reflect.DeepEqual(got, tc.want) {
+		if got := majorPaths(tc.path); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("majorPaths(%s) = %v; want %v", tc.path, got, tc.want)
 		}
-	}
-}
-
-func TestSameMajorCandidates(t *testing.T) {
-	vs := []string{"v1.0.0", "v1.0.1", "v1.0.2", "v1.1.0", "v1.3.0", "v0.9.0"}
-	got := sameMajorCandidates(Requirement{Path: "m", Version: "v1.0.1"}, vs)
-	want := []report.Candidate{
-		{Path: "m", Current: "v1.0.1", Version: "v1.0.2", Class: ClassPatch},
-		{Path: "m", Current: "v1.0.1", Version: "v1.3.0", Class: ClassMinor},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("sameMajorCandidates = %+v; want %+v", got, want)
-	}
-	if got := sameMajorCandidates(Requirement{Path: "m", Version: "v1.3.0"}, vs); len(got) != 0 {
-		t.Errorf("current module: candidates %+v; want none", got)
 	}
 }
 
@@ -61,7 +49,7 @@ func TestNewerGo(t *testing.T) {
 // fakeExec answers commands by their argv, joined with spaces.
 type fakeExec map[string]Output
 
-func (f fakeExec) Exec(_ context.Context, argv []string) (Output, error) {
+func (f fakeExec) Exec(_ context.Context, argv []string, _ time.Duration) (Output, error) {
 	o, ok := f[strings.Join(argv, " ")]
 	if !ok {
 		return Output{}, fmt.Errorf("unexpected command %q", argv)
@@ -101,15 +89,15 @@ func TestCandidates(t *testing.T) {
 }
 `)},
 	}
-	got, err := Candidates(context.Background(), ex, []Requirement{{"stockade.test/greet", "v1.0.0"}, {"stockade.test/nextgo", "v0.1.0"}})
+	got, err := Candidates(context.Background(), ex, []module.Version{{Path: "stockade.test/greet", Version: "v1.0.0"}, {Path: "stockade.test/nextgo", Version: "v0.1.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []report.Candidate{
-		{Path: "stockade.test/greet", Current: "v1.0.0", Version: "v1.0.1", Class: ClassPatch},
-		{Path: "stockade.test/greet", Current: "v1.0.0", Version: "v1.1.0", Class: ClassMinor},
-		{Path: "stockade.test/greet/v2", Current: "v1.0.0", Version: "v2.0.0", Class: ClassMajor},
-		{Path: "stockade.test/nextgo", Current: "v0.1.0", Version: "v0.2.0", Class: ClassMinor, RequiresNewerToolchain: true, GoVersion: "1.99"},
+		{Path: "stockade.test/greet", Current: "v1.0.0", Version: "v1.0.1", Class: "patch"},
+		{Path: "stockade.test/greet", Current: "v1.0.0", Version: "v1.1.0", Class: "minor"},
+		{Path: "stockade.test/greet/v2", Current: "v1.0.0", Version: "v2.0.0", Class: "major"},
+		{Path: "stockade.test/nextgo", Current: "v0.1.0", Version: "v0.2.0", Class: "minor", RequiresNewerToolchain: true, GoVersion: "1.99"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Candidates =\n%+v\nwant\n%+v", got, want)
@@ -118,7 +106,7 @@ func TestCandidates(t *testing.T) {
 
 func TestCandidates_ListFailureIsAnError(t *testing.T) {
 	ex := fakeExec{"go list -m -e -versions -json m m/v2 m/v3 m/v4": {ExitCode: 1, Stderr: []byte("go: boom")}}
-	if _, err := Candidates(context.Background(), ex, []Requirement{{"m", "v1.0.0"}}); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := Candidates(context.Background(), ex, []module.Version{{Path: "m", Version: "v1.0.0"}}); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("Candidates = %v; want an error naming the failure", err)
 	}
 }

@@ -34,6 +34,10 @@ import (
 // together) when Options.Timeout is zero.
 const DefaultTimeout = 10 * time.Minute
 
+// minStepTime is the least time left in the validation for a step to
+// start; the in-container timeout has a resolution of one second.
+const minStepTime = time.Second
+
 // buildOutputDir is where go build writes the executables of main
 // packages: the source is read-only, /tmp is the container's tmpfs.
 const buildOutputDir = "/tmp/stockade-build/"
@@ -57,11 +61,13 @@ type Output struct {
 	OOMKilled bool
 }
 
-// Execer runs one command of the validation in the module's directory of
-// the validation's execute container, killing it at ctx's deadline. An
-// error means the engine or Stockade failed, not the command.
+// Execer runs one command in the module's directory of a container: for
+// the validation, its execute container; for candidates, the acquire
+// profile. The command is killed after timeout (zero means the runner's
+// default), and Output.TimedOut says so. An error means the engine or
+// Stockade failed, not the command.
 type Execer interface {
-	Exec(ctx context.Context, argv []string) (Output, error)
+	Exec(ctx context.Context, argv []string, timeout time.Duration) (Output, error)
 }
 
 // Options configure Run. The zero value uses DefaultTimeout and discards
@@ -99,20 +105,20 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.Now().Add(timeout)
 
 	var res Result
 	step := func(name string, argv []string) (Output, bool, error) {
-		if ctx.Err() != nil {
+		left := time.Until(deadline)
+		if left < minStepTime {
 			return Output{}, false, nil
 		}
 		t := time.Now()
-		out, err := ex.Exec(ctx, argv)
+		out, err := ex.Exec(ctx, argv, left)
 		d := time.Since(t)
 		res.Phases = append(res.Phases, report.Phase{Name: "validate/" + name, MS: d.Milliseconds()})
 		log.Debug("step done", "phase", name, "exit", out.ExitCode, "timedout", out.TimedOut, "truncated", out.Truncated, "dur", d)
-		if err != nil && !out.TimedOut {
+		if err != nil {
 			return out, true, fmt.Errorf("validate: %s: %w", name, err)
 		}
 		return out, true, nil

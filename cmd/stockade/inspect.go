@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+func init() {
+	register(&command{
+		name:    "inspect",
+		summary: "validate a Go module without trusting it",
+		usage: `usage: stockade inspect [flags] DIR
+
+Inspect validates the Go module in DIR without trusting it. It reaps
+containers a crashed run left behind, takes the data directory's lock,
+snapshots the repository (its committed tree when DIR is a git checkout;
+with -worktree, the working tree), probes that the engine sees the mounted
+directories, downloads the modules (acquire profile: module commands only,
+proxy only), runs go list, go build, go vet and go test -json in one
+container without network and with a fresh build cache (execute profile),
+lists newer versions of the direct dependencies, and prints a report.
+
+Layouts not supported yet (go.work workspaces, vendoring, nested modules,
+local replace targets, submodules, symlinks leaving the repository, a go
+directive outside the image table) are refused before any container runs.
+
+The toolchain image is chosen from the go directive. A local image from
+'stockade image build' serves for its Go minor, and for older directives
+when no older image is present; when there is none and the host's Go fits,
+inspect builds it first and says so. Images are never pulled unless -pull
+is given.
+
+While it works on a terminal, inspect shows the current phase and the time
+spent on stderr; otherwise it prints nothing but the report.
+
+Exit codes:
+	0  clean: every check passed
+	1  Stockade itself failed (engine, filesystem, lock timeout)
+	2  usage error, or a layout that is not supported (the report says why)
+	3  the baseline fails or is inconclusive (timeout, truncated output, ...)
+
+Examples:
+
+	stockade inspect .
+	stockade inspect -fixture-proxy testdata/proxy testdata/repos/clean
+	stockade inspect -json -timeout 5m ~/src/github.com/google/uuid
+	stockade inspect -worktree -v .`,
+		flags: inspectFlags,
+	})
+}
+
+func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int {
+	var (
+		asJSON       = fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report")
+		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout to acquire modules from, offline, instead of -proxy")
+		proxy        = fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy)
+		worktree     = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
+		timeout      = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together)")
+		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock; default $XDG_CACHE_HOME/stockade")
+		lockTimeout  = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory")
+		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
+		verbose      = fs.Bool("v", false, "log debug detail to stderr")
+	)
+	return func(ctx context.Context, env *cmdEnv, args []string) int {
+		if len(args) != 1 {
+			fmt.Fprintln(env.stderr, "usage: stockade inspect [flags] DIR\nRun 'stockade help inspect' for details.")
+			return exitUnsupported
+		}
+		if *fixtureProxy != "" && *proxy != "" {
+			fmt.Fprintln(env.stderr, "stockade inspect: -fixture-proxy and -proxy cannot be used together")
+			return exitUnsupported
+		}
+		if *timeout <= 0 || *lockTimeout < 0 {
+			fmt.Fprintln(env.stderr, "stockade inspect: -timeout must be positive and -lock-timeout not negative")
+			return exitUnsupported
+		}
+		dir, err := filepath.Abs(args[0])
+		if err != nil {
+			fmt.Fprintf(env.stderr, "stockade inspect: %v\n", err)
+			return exitFailure
+		}
+		fp := *fixtureProxy
+		if fp != "" {
+			if fp, err = filepath.Abs(fp); err != nil {
+				fmt.Fprintf(env.stderr, "stockade inspect: %v\n", err)
+				return exitFailure
+			}
+		}
+		log := slog.New(slog.DiscardHandler)
+		if *verbose {
+			log = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		opts := validate.InspectOptions{
+			Dir:          dir,
+			Worktree:     *worktree,
+			FixtureProxy: fp,
+			Proxy:        *proxy,
+			Timeout:      *timeout,
+			DataDir:      *dataDir,
+			LockTimeout:  *lockTimeout,
+			Pull:         *pull,
+			Logger:       log,
+		}
+		if !*verbose && isTerminal(env.stderr) {
+			p := newProgress(env.stderr)
+			defer p.stop()
+			opts.Progress = p.phase
+		}
+		rep, err := inspect(ctx, opts)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "stockade inspect: %v\n", err)
+			return exitFailure
+		}
+		if *asJSON {
+			err = report.WriteJSON(env.stdout, rep)
+		} else {
+			err = report.WriteText(env.stdout, rep)
+		}
+		if err != nil {
+			fmt.Fprintf(env.stderr, "stockade inspect: writing the report: %v\n", err)
+			return exitFailure
+		}
+		return rep.ExitCode
+	}
+}
+
+// inspect connects to the engine only when the module is not refused, so a
+// refusal needs no engine at all.
+func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report, error) {
+	if rep, refused := validate.Refuse(opts.Dir); refused {
+		return rep, nil
+	}
+	eng, err := dockerapi.New("")
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close()
+	return validate.Inspect(ctx, eng, opts)
+}
+
+// isTerminal reports whether w is a character device, without a terminal
+// library: that is all the progress line needs to know.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressTick is how often the progress line's clock advances.
+const progressTick = 250 * time.Millisecond
+
+// progress keeps one line on a terminal: the current phase and the time
+// since inspect started. It erases the line when it stops, so the report
+// starts on a clean line.
+type progress struct {
+	w     io.Writer
+	start time.Time
+	mu    sync.Mutex
+	name  string
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w, start: time.Now(), name: "starting", done: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(progressTick)
+		defer t.Stop()
+		for {
+			p.draw()
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progress) phase(name string) {
+	p.mu.Lock()
+	p.name = name
+	p.mu.Unlock()
+	p.draw()
+}
+
+func (p *progress) draw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "\r\033[Kstockade inspect: %s  %s", p.name, time.Since(p.start).Round(100*time.Millisecond))
+}
+
+func (p *progress) stop() {
+	close(p.done)
+	p.wg.Wait()
+	fmt.Fprint(p.w, "\r\033[K")
+}

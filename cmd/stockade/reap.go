@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+func init() {
+	register(&command{
+		name:    "reap",
+		summary: "remove containers a crashed run left behind",
+		usage: `usage: stockade reap [flags]
+
+Reap force-removes every toolchain container that a run on the data
+directory left behind, as inspect does before it starts: containers labelled
+as Stockade's toolchain containers for that data directory, whatever run
+made them. It takes the data directory's lock first, so a live run's
+containers are never among them; it waits -lock-timeout for a live run to
+finish. Nothing else in the engine is touched: no other container, image,
+volume or network.
+
+It prints how many containers it removed.
+
+Examples:
+
+	stockade reap
+	stockade reap -data-dir /var/tmp/stockade -lock-timeout 5m`,
+		flags: reapFlags,
+	})
+}
+
+func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int {
+	var (
+		dataDir     = fs.String("data-dir", "", "`DIR` whose runs' containers to reap; default $XDG_CACHE_HOME/stockade")
+		lockTimeout = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for a run holding the data directory")
+	)
+	return func(ctx context.Context, env *cmdEnv, args []string) int {
+		if len(args) != 0 {
+			fmt.Fprintln(env.stderr, "usage: stockade reap [flags]\nRun 'stockade help reap' for details.")
+			return exitUnsupported
+		}
+		dir := *dataDir
+		if dir == "" {
+			d, err := validate.DefaultDataDir()
+			if err != nil {
+				fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
+				return exitFailure
+			}
+			dir = d
+		}
+		dir, err := toolchain.PrepareDataDir(dir)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
+			return exitFailure
+		}
+		lock, err := toolchain.LockDataDir(ctx, dir, *lockTimeout, "reap", func(holder string) {
+			fmt.Fprintf(env.stderr, "stockade reap: waiting up to %v for the run holding %s (%s)\n", *lockTimeout, dir, holder)
+		})
+		if err != nil {
+			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
+			return exitFailure
+		}
+		defer lock.Unlock()
+		eng, err := dockerapi.New("")
+		if err != nil {
+			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
+			return exitFailure
+		}
+		defer eng.Close()
+		n, err := toolchain.Reap(ctx, eng, dir)
+		fmt.Fprintf(env.stdout, "reaped %d container(s) of %s\n", n, dir)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+}

@@ -1,0 +1,338 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/internal/gomod"
+	"github.com/stockade/stockade/internal/imagetable"
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
+)
+
+// Defaults of InspectOptions.
+const (
+	// DefaultLockTimeout is how long inspect waits for another run that
+	// holds the data directory.
+	DefaultLockTimeout = 10 * time.Minute
+	// DefaultProxy is the module proxy acquisition uses.
+	DefaultProxy = toolchain.DefaultProxy
+	// containerSlack is how much longer the validation's container lives
+	// than the validation's timeout: its own exec overhead.
+	containerSlack = 2 * time.Minute
+)
+
+// DefaultDataDir returns $XDG_CACHE_HOME/stockade (os.UserCacheDir). It is
+// under the home directory, which VM-backed engines share by default.
+func DefaultDataDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("validate: no default data directory: %w", err)
+	}
+	return filepath.Join(d, "stockade"), nil
+}
+
+// InspectOptions configure Inspect. Dir is required; the zero value of
+// every other field is the default.
+type InspectOptions struct {
+	// Dir is the module directory, absolute. It is only read.
+	Dir string
+	// Worktree validates the working tree of a git checkout, uncommitted
+	// changes included, instead of the committed tree.
+	Worktree bool
+	// FixtureProxy is a host directory in GOPROXY file layout to acquire
+	// modules from with no network; Proxy must then be empty.
+	FixtureProxy string
+	// Proxy is GOPROXY for acquisition; empty means DefaultProxy.
+	Proxy string
+	// Timeout bounds the validation (list, build, vet and test together);
+	// zero means DefaultTimeout.
+	Timeout time.Duration
+	// DataDir holds caches, snapshots and the lock; empty means
+	// DefaultDataDir().
+	DataDir string
+	// LockTimeout is how long to wait for another run on DataDir; zero
+	// refuses at once.
+	LockTimeout time.Duration
+	// Pull pulls the pinned image when the engine does not have it.
+	Pull bool
+	// Owner labels the run's containers; empty means toolchain's default.
+	Owner string
+	// Logger receives debug detail; nil discards.
+	Logger *slog.Logger
+	// Progress, when not nil, is called as each phase starts, with its
+	// name; the CLI shows it on a terminal.
+	Progress func(phase string)
+	// OnLockWait, when not nil, is called once if another run holds the
+	// data directory, with what its lock file says.
+	OnLockWait func(holder string)
+}
+
+// Refuse checks dir's layout without an engine: it returns a finished
+// report and true when the module is refused (an unsupported layout, or a
+// go directive no image in the table can build), and nil and false when it
+// may be inspected. Inspect checks again on the snapshot it validates.
+func Refuse(dir string) (*report.Report, bool) {
+	start := time.Now()
+	rep := report.New(dir)
+	m, _, err := gomod.Check(dir, imagetable.Default(), nil)
+	if !refusal(rep, m, err) {
+		return nil, false
+	}
+	rep.Finish(time.Since(start))
+	return rep, true
+}
+
+// refusal fills rep's refusal (and module facts) from a gomod.Check error;
+// it reports whether err was a refusal.
+func refusal(rep *report.Report, m *gomod.Module, err error) bool {
+	if m != nil {
+		rep.Module, rep.Go = m.Path, m.Go
+	}
+	var ue *gomod.UnsupportedError
+	var me *gomod.MalformedError
+	switch {
+	case errors.As(err, &ue):
+		rep.Refusal = &report.Refusal{Kind: string(ue.Reason), Reason: refusalText(ue)}
+	case errors.As(err, &me):
+		rep.Refusal = &report.Refusal{Kind: "malformed_go_mod", Reason: me.Error()}
+	case errors.Is(err, gomod.ErrNoModule):
+		rep.Refusal = &report.Refusal{Kind: "no_module", Reason: "no go.mod at the top of the directory"}
+	default:
+		return false
+	}
+	return true
+}
+
+// refusalText says why a layout is refused, in one sentence.
+func refusalText(e *gomod.UnsupportedError) string {
+	what := map[gomod.Reason]string{
+		gomod.ReasonWorkspace:     "go.work workspaces are not supported yet",
+		gomod.ReasonVendor:        "vendored modules are not supported yet",
+		gomod.ReasonNestedModule:  "nested modules are not supported yet",
+		gomod.ReasonLocalReplace:  "replace directives with a local directory target are not supported yet",
+		gomod.ReasonSubmodule:     "git submodules are not supported yet",
+		gomod.ReasonSymlinkEscape: "a symlink leaves the repository",
+		gomod.ReasonIrregularFile: "the repository holds a device, pipe or socket",
+		gomod.ReasonTooLarge:      "the repository is too large",
+		gomod.ReasonGoVersion:     "no toolchain image can build this go directive",
+	}[e.Reason]
+	if what == "" {
+		what = "unsupported layout " + string(e.Reason)
+	}
+	s := what + " (" + e.Path
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	s += ")"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Engine is what Inspect needs from the engine client;
+// *dockerapi.Client implements it.
+type Engine interface {
+	toolchain.Engine
+	ImageEngine
+}
+
+// Inspect is `stockade inspect`: it checks the layout, picks (or builds)
+// the toolchain image, opens a run on the locked data directory (reaping
+// what a crashed run left), snapshots the module, probes the mounts,
+// acquires the modules, runs the baseline validation in one execute
+// container with a fresh build cache, lists upgrade candidates, and
+// returns the report. Whatever the module does is in the report; an error
+// is Stockade's own failure (engine, filesystem, lock timeout).
+func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report, error) {
+	start := time.Now()
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rep := report.New(o.Dir)
+	var cur string
+	var curStart time.Time
+	phase := func(name string) {
+		if cur != "" {
+			rep.Timings.AddPhase(cur, time.Since(curStart))
+		}
+		cur, curStart = name, time.Now()
+		if name != "" {
+			log.Debug("phase", "phase", name)
+			if o.Progress != nil {
+				o.Progress(name)
+			}
+		}
+	}
+	finish := func() (*report.Report, error) {
+		phase("")
+		rep.Finish(time.Since(start))
+		return rep, nil
+	}
+
+	phase("check")
+	m, _, err := gomod.Check(o.Dir, imagetable.Default(), nil)
+	if refusal(rep, m, err) {
+		return finish()
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	phase("image")
+	ic, err := selectImage(ctx, eng, imagetable.Default(), m.Go, o.Pull, log)
+	if err != nil {
+		return nil, err
+	}
+	rep.Image = &ic.img
+	if ic.note != "" {
+		rep.Notes = append(rep.Notes, ic.note)
+	}
+
+	phase("lock")
+	dataDir := o.DataDir
+	if dataDir == "" {
+		if dataDir, err = DefaultDataDir(); err != nil {
+			return nil, err
+		}
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	r, err := toolchain.Open(ctx, eng, toolchain.Options{
+		DataDir:     dataDir,
+		Owner:       o.Owner,
+		Config:      toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
+		LockTimeout: o.LockTimeout,
+		OnLockWait:  o.OnLockWait,
+		Logger:      log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := r.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("cleanup failed", "err", err)
+		}
+	}()
+
+	phase("snapshot")
+	snap, err := r.Snapshot(ctx, o.Dir, toolchain.SnapshotOptions{Worktree: o.Worktree})
+	if err != nil {
+		return nil, err
+	}
+	rep.Source = sourceOf(snap)
+	// The snapshot is what runs: check it too, since a git checkout's
+	// committed tree can differ from the directory checked above.
+	m, _, err = gomod.Check(snap.Dir, imagetable.Default(), nil)
+	if refusal(rep, m, err) {
+		rep.Image = nil
+		return finish()
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	phase("probe")
+	if err := r.Probe(ctx); err != nil {
+		return nil, err
+	}
+
+	phase("acquire")
+	acq := acquireExecer{r: r, src: snap.Dir}
+	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("validate: acquire: %w", err)
+	}
+	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
+		if v, ok := NewerGo(string(out.Stderr)); ok {
+			rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain",
+				Reason: fmt.Sprintf("a dependency requires go >= %s; the toolchain image has %s (%s)", v, ic.img.GoVersion, firstLine(out.Stderr))}
+			return finish()
+		}
+		return nil, fmt.Errorf("validate: acquiring modules failed: %s", commandFailure(out, reason))
+	}
+
+	phase("validate")
+	c, err := r.Start(ctx, toolchain.Job{Profile: toolchain.Execute, Source: snap.Dir, Timeout: timeout + containerSlack})
+	if err != nil {
+		return nil, err
+	}
+	res, err := Run(ctx, execExecer{c: c}, Options{Timeout: timeout, Logger: log})
+	if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
+		log.Warn("removing the validation container failed", "err", cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep.Checks = res.Checks
+	rep.Timings.Phases = append(rep.Timings.Phases, res.Phases...)
+
+	phase("candidates")
+	cands, err := Candidates(ctx, acq, m.Direct())
+	if err != nil {
+		rep.CandidatesError = err.Error()
+	} else {
+		rep.Candidates = cands
+	}
+	return finish()
+}
+
+func sourceOf(s toolchain.Snapshot) *report.Source {
+	switch {
+	case s.Git && s.Worktree:
+		return &report.Source{Kind: "worktree", Commit: s.Commit}
+	case s.Git:
+		return &report.Source{Kind: "commit", Commit: s.Commit}
+	}
+	return &report.Source{Kind: "directory"}
+}
+
+func firstLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// acquireExecer runs module commands in one-shot acquire containers on the
+// snapshot.
+type acquireExecer struct {
+	r   *toolchain.Runner
+	src string
+}
+
+func (a acquireExecer) Exec(ctx context.Context, argv []string, timeout time.Duration) (Output, error) {
+	res, err := a.r.Run(ctx, toolchain.Job{Profile: toolchain.Acquire, Cmd: argv, Source: a.src, Timeout: timeout})
+	return outputOf(res), err
+}
+
+// execExecer runs validation steps as execs in the validation's one
+// execute container.
+type execExecer struct{ c *toolchain.Container }
+
+func (e execExecer) Exec(ctx context.Context, argv []string, timeout time.Duration) (Output, error) {
+	res, err := e.c.Exec(ctx, argv, toolchain.ExecOptions{Timeout: timeout})
+	return outputOf(res), err
+}
+
+func outputOf(r toolchain.Result) Output {
+	return Output{
+		ExitCode:  r.ExitCode,
+		Stdout:    r.Stdout,
+		Stderr:    r.Stderr,
+		Truncated: r.Truncated(),
+		TimedOut:  r.TimedOut,
+		OOMKilled: r.OOMKilled,
+	}
+}
