@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -213,6 +214,12 @@ func imageList(ctx context.Context, env *cmdEnv, o imageOpts) int {
 		fmt.Fprintf(env.stderr, "stockade image list: %v\n", err)
 		return exitFailure
 	}
+	pinned, err := image.ListPinned(ctx, c, imagetable.Default())
+	if err != nil {
+		fmt.Fprintf(env.stderr, "stockade image list: %v\n", err)
+		return exitFailure
+	}
+	infos = append(infos, pinned...)
 	if o.json {
 		out := make([]listOutput, 0, len(infos))
 		for _, in := range infos {

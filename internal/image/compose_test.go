@@ -18,6 +18,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -592,5 +593,52 @@ func TestBuildCancelled(t *testing.T) {
 	}
 	if eng.loads != 0 {
 		t.Errorf("cancelled Build loaded %d times", eng.loads)
+	}
+}
+
+func (f *fakeEngine) ImageList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.ImageSummary, error) {
+	want := strings.Join(filters["label"], ",")
+	if want != label.Managed+"=true,"+label.Kind+"=image" {
+		return nil, errors.New("unexpected filter " + want)
+	}
+	var out []dockerapi.ImageSummary
+	for id, im := range f.images {
+		out = append(out, dockerapi.ImageSummary{ID: id, RepoTags: im.RepoTags, Size: im.Size, Labels: im.Config.Labels})
+	}
+	return out, nil
+}
+
+func TestListAndListPinned(t *testing.T) {
+	eng := &fakeEngine{images: map[string]dockerapi.Image{}}
+	add := func(id, goVersion string, tags ...string) {
+		im := dockerapi.Image{ID: id, RepoTags: tags, Size: 7}
+		im.Config.Labels = map[string]string{LabelGoVersion: goVersion, LabelInputs: "sha256:in" + id}
+		eng.images[id] = im
+	}
+	add("sha256:b", "go1.26.8", "stockade/go:1.26.8-local", "<none>:<none>")
+	add("sha256:a", "", "stockade/base:local")
+	got, err := List(context.Background(), eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "sha256:a" || got[1].GoVersion != "go1.26.8" || len(got[1].Tags) != 1 || got[1].Inputs != "sha256:insha256:b" || got[1].Pinned != "" {
+		t.Errorf("List = %+v", got)
+	}
+
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	table, err := imagetable.Parse([]byte(`{"images": [
+		{"minor": "1.25", "go": "1.25.9", "tag": "golang:1.25-bookworm", "digest": "sha256:` + strings.Repeat("cd", 32) + `"},
+		{"minor": "1.26", "go": "1.26.8", "tag": "golang:1.26-bookworm", "digest": "` + digest + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "golang:1.26-bookworm@" + digest
+	eng.images[ref] = dockerapi.Image{ID: "sha256:c", RepoTags: []string{"golang:1.26-bookworm"}}
+	pinned, err := ListPinned(context.Background(), eng, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pinned) != 1 || pinned[0].ID != "sha256:c" || pinned[0].Pinned != ref || pinned[0].GoVersion != "go1.26.8" {
+		t.Errorf("ListPinned = %+v; want the one present image, pinned as %s", pinned, ref)
 	}
 }

@@ -335,12 +335,10 @@ type Info struct {
 // implements it.
 type Lister interface {
 	ImageList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.ImageSummary, error)
-	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
 }
 
-// List returns the images Stockade built (label.Kind=KindImage) and the
-// pinned images of the default image table that the engine has, sorted by
-// Go version, then ID.
+// List returns the images Build made (label.Kind=KindImage) that the
+// engine has, sorted by Go version, then ID.
 func List(ctx context.Context, eng Lister) ([]Info, error) {
 	imgs, err := eng.ImageList(ctx, dockerapi.LabelFilter(label.Managed+"="+label.ManagedValue, label.Kind+"="+label.KindImage))
 	if err != nil {
@@ -350,7 +348,21 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 	for _, im := range imgs {
 		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], Size: im.Size})
 	}
-	for _, e := range imagetable.Default().Entries() {
+	sortInfos(out)
+	return out, nil
+}
+
+// Inspector is what ListPinned needs from an engine client;
+// *dockerapi.Client implements it.
+type Inspector interface {
+	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
+}
+
+// ListPinned returns the images of table (pinned by digest, pulled by
+// someone) that the engine has, with Pinned set, sorted like List.
+func ListPinned(ctx context.Context, eng Inspector, table *imagetable.Table) ([]Info, error) {
+	var out []Info
+	for _, e := range table.Entries() {
 		im, err := eng.ImageInspect(ctx, e.Ref())
 		if errors.Is(err, dockerapi.ErrNotFound) {
 			continue
@@ -360,13 +372,17 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 		}
 		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: "go" + e.Go, Pinned: e.Ref(), Size: im.Size})
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].GoVersion != out[j].GoVersion {
-			return out[i].GoVersion < out[j].GoVersion
-		}
-		return out[i].ID < out[j].ID
-	})
+	sortInfos(out)
 	return out, nil
+}
+
+func sortInfos(infos []Info) {
+	sort.Slice(infos, func(i, j int) bool {
+		if infos[i].GoVersion != infos[j].GoVersion {
+			return infos[i].GoVersion < infos[j].GoVersion
+		}
+		return infos[i].ID < infos[j].ID
+	})
 }
 
 // cleanTags drops the engine's "<none>:<none>" and sorts.
