@@ -129,10 +129,11 @@ type Image struct {
 type Check struct {
 	Name   string `json:"name"`
 	Status Status `json:"status"`
-	// Reason says why a check is inconclusive: "timeout", "truncated",
-	// "non_json", "missing_final_event", "exit_zero_with_failures",
-	// "unexplained_exit", "oom"; empty otherwise.
-	Reason   string    `json:"reason,omitempty"`
+	// Reasons say, for people, why a check is inconclusive (timed out,
+	// output truncated, a line that is not a test event, a package with no
+	// final event, an exit status that disagrees with the findings); empty
+	// otherwise.
+	Reasons  []string  `json:"reasons,omitempty"`
 	ExitCode int       `json:"exit_code"`
 	Findings []Finding `json:"findings"`
 	// Packages is how many packages the check covered: those listed by
@@ -154,12 +155,17 @@ type Finding struct {
 	// the kind, package, test, file and normalized message, never from
 	// line numbers, paths or times.
 	Key     string `json:"key"`
-	Kind    string `json:"kind"`
+	Kind    string `json:"kind"` // test, test_timeout, package, build, vet, toolchain
 	Package string `json:"package,omitempty"`
 	Test    string `json:"test,omitempty"`
 	File    string `json:"file,omitempty"` // relative to the module root
 	Line    int    `json:"line,omitempty"`
+	Col     int    `json:"col,omitempty"`
+	// Message is normalized: positions, paths, durations and addresses
+	// are replaced by placeholders. Part of Key.
 	Message string `json:"message"`
+	// Detail is raw output around the problem, capped; not part of Key.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Candidate is a newer version of a direct dependency.
@@ -265,6 +271,15 @@ func Normalized(r *Report) *Report {
 		c.Image = &im
 	}
 	c.Notes = nil
+	c.Checks = make([]Check, len(r.Checks))
+	for i, ch := range r.Checks {
+		// Raw output and reasons quoting it carry durations and paths.
+		ch.Findings = append([]Finding(nil), ch.Findings...)
+		for j := range ch.Findings {
+			ch.Findings[j].Detail = ""
+		}
+		c.Checks[i] = ch
+	}
 	c.Timings = Timings{Phases: make([]Phase, len(r.Timings.Phases))}
 	for i, p := range r.Timings.Phases {
 		c.Timings.Phases[i] = Phase{Name: p.Name}

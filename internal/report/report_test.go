@@ -55,8 +55,8 @@ func sample() *Report {
 		{Name: "vet", Status: StatusFail, ExitCode: 1, Findings: []Finding{
 			{Key: "vet:example.com/m:m.go:abc", Kind: "vet", Package: "example.com/m", File: "m.go", Line: 7, Message: "self-assignment of name to name"},
 		}},
-		{Name: "test", Status: StatusInconclusive, Reason: "timeout", ExitCode: 137, Packages: 2, Tests: &TestCount{Passed: 4, Skipped: 1},
-			Findings: []Finding{{Key: "timeout:example.com/m/hang", Kind: "timeout", Package: "example.com/m/hang", Message: "no final event before the timeout\nsecond line"}}},
+		{Name: "test", Status: StatusInconclusive, Reasons: []string{"timed out"}, ExitCode: 137, Packages: 2, Tests: &TestCount{Passed: 4, Skipped: 1},
+			Findings: []Finding{{Key: "timeout:example.com/m/hang", Kind: "timeout", Package: "example.com/m/hang", Message: "no final event before the timeout\nsecond line", Detail: "=== RUN TestForever (0.00s)"}}},
 	}
 	r.Candidates = []Candidate{
 		{Path: "example.com/dep", Current: "v1.0.0", Version: "v1.0.1", Class: "patch"},

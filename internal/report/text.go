@@ -128,9 +128,7 @@ func sourceText(s *Source) string {
 
 func checkSummary(c Check) string {
 	var parts []string
-	if c.Reason != "" {
-		parts = append(parts, reasonText(c.Reason))
-	}
+	parts = append(parts, c.Reasons...)
 	switch c.Name {
 	case "list":
 		parts = append(parts, plural(c.Packages, "package"))
@@ -146,27 +144,6 @@ func checkSummary(c Check) string {
 		parts = append(parts, fmt.Sprintf("exit %d", c.ExitCode))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// reasonText spells an inconclusive reason for a person.
-func reasonText(r string) string {
-	switch r {
-	case "timeout":
-		return "timed out"
-	case "truncated":
-		return "output truncated at the cap"
-	case "non_json":
-		return "output was not go test -json"
-	case "missing_final_event":
-		return "a listed package has no final test event"
-	case "exit_zero_with_failures":
-		return "exit 0 despite failures"
-	case "unexplained_exit":
-		return "non-zero exit that no finding explains"
-	case "oom":
-		return "killed for memory"
-	}
-	return r
 }
 
 func findingText(f Finding) string {

@@ -267,7 +267,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if err != nil {
 		return nil, err
 	}
-	res, err := Run(ctx, execExecer{c: c}, Options{Timeout: timeout, Logger: log})
+	res, err := Run(ctx, execExecer{c: c}, Options{Timeout: timeout, ModulePath: m.Path, Logger: log})
 	if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
 		log.Warn("removing the validation container failed", "err", cerr)
 	}

@@ -1,53 +1,124 @@
 package validate
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/testjson"
+	"github.com/stockade/stockade/internal/toolchain"
 )
 
-// splitPos splits "dir/file.go:12:5" into the file and line; anything it
-// cannot read is returned whole as the file.
-func splitPos(pos string) (string, int) {
-	if pos == "" {
-		return "", 0
+// moduleDir is where the module sits in the container; the parsers make
+// paths relative to it.
+const moduleDir = toolchain.SourceDir
+
+// parser judges one step's output; modPath is the module path, pkgs what
+// go list found.
+type parser func(out Output, modPath string, pkgs []Package) report.Check
+
+func input(out Output, modPath string, pkgs []Package) testjson.Input {
+	in := testjson.Input{
+		Stdout: out.Stdout, Stderr: out.Stderr, ExitCode: out.ExitCode,
+		TimedOut: out.TimedOut, Truncated: out.Truncated,
+		ModulePath: modPath, ModuleDir: moduleDir,
 	}
-	parts := strings.Split(pos, ":")
-	if len(parts) >= 2 {
-		if n, err := strconv.Atoi(parts[1]); err == nil {
-			return relFile(parts[0]), n
+	for _, p := range pkgs {
+		in.Packages = append(in.Packages, p.ImportPath)
+	}
+	return in
+}
+
+func parseBuild(out Output, modPath string, pkgs []Package) report.Check {
+	return checkOf(out, testjson.ParseBuild(input(out, modPath, pkgs)))
+}
+
+func parseVet(out Output, modPath string, pkgs []Package) report.Check {
+	return checkOf(out, testjson.ParseVet(input(out, modPath, pkgs)))
+}
+
+func parseTest(out Output, modPath string, pkgs []Package) report.Check {
+	r := testjson.ParseTest(input(out, modPath, pkgs))
+	c := checkOf(out, r)
+	var n report.TestCount
+	for _, p := range r.Packages {
+		if p.Status != "" {
+			c.Packages++
+		}
+		for _, t := range p.Tests {
+			switch t.Status {
+			case "pass":
+				n.Passed++
+			case "fail":
+				n.Failed++
+			case "skip":
+				n.Skipped++
+			}
 		}
 	}
-	return relFile(pos), 0
+	c.Tests = &n
+	return c
 }
 
-// relFile makes a path relative to the module root in the container.
-func relFile(f string) string {
-	f = strings.TrimPrefix(f, "/src/")
-	return strings.TrimPrefix(f, "./")
-}
-
-// volatileRE matches what changes between runs and machines inside a
-// message: positions, hex addresses, durations, temporary paths.
-var volatileRE = regexp.MustCompile(`:\d+(:\d+)?|0x[0-9a-f]+|\d+(\.\d+)?(ns|µs|ms|s)\b|/tmp/[^\s:]*`)
-
-// newFinding returns a finding whose key is built from the kind, package,
-// test, file and the message with its volatile parts removed, so the same
-// problem keeps its key across runs and machines.
-func newFinding(kind, pkg, test, file string, line int, msg string) report.Finding {
-	norm := volatileRE.ReplaceAllString(strings.TrimSpace(msg), "")
-	h := sha256.Sum256([]byte(strings.Join([]string{kind, pkg, test, file, norm}, "\x00")))
-	return report.Finding{
-		Key:     kind + ":" + pkg + ":" + test + ":" + hex.EncodeToString(h[:6]),
-		Kind:    kind,
-		Package: pkg,
-		Test:    test,
-		File:    file,
-		Line:    line,
-		Message: strings.TrimSpace(msg),
+// checkOf converts a testjson verdict into a report check. An OOM kill is
+// one more reason the output cannot be trusted.
+func checkOf(out Output, r *testjson.Report) report.Check {
+	c := report.Check{ExitCode: out.ExitCode, Reasons: r.Reasons, Findings: []report.Finding{}}
+	switch r.Status {
+	case testjson.Pass:
+		c.Status = report.StatusPass
+	case testjson.Fail:
+		c.Status = report.StatusFail
+	default:
+		c.Status = report.StatusInconclusive
 	}
+	if out.OOMKilled {
+		c.Status = report.StatusInconclusive
+		c.Reasons = append(c.Reasons, "killed for using too much memory")
+	}
+	if r.Dropped > 0 {
+		c.Reasons = append(c.Reasons, strconv.Itoa(r.Dropped)+" more findings were dropped")
+	}
+	for _, f := range r.Findings {
+		c.Findings = append(c.Findings, findingOf(f))
+	}
+	return c
+}
+
+func findingOf(f testjson.Finding) report.Finding {
+	return report.Finding{Key: f.Key, Kind: string(f.Kind), Package: f.Package, Test: f.Test, File: f.File,
+		Line: f.Line, Col: f.Col, Message: f.Message, Detail: f.Detail}
+}
+
+// listFinding turns one go list error into a build finding keyed like
+// testjson's.
+func listFinding(pkg string, e *listError) report.Finding {
+	f := testjson.Finding{Kind: testjson.KindBuild, Package: pkg}
+	msg := e.Err
+	if e.Pos != "" {
+		f.File, f.Line, f.Col = splitPos(e.Pos)
+		// go list repeats the position at the start of the message.
+		msg = strings.TrimPrefix(msg, e.Pos+": ")
+	}
+	f.Message = testjson.Normalize(msg, moduleDir)
+	f.Detail = e.Err
+	f.Key = testjson.Key(f)
+	return findingOf(f)
+}
+
+// splitPos splits "dir/file.go:12:5" into the module-relative file, line
+// and column; what it cannot read is returned whole as the file.
+func splitPos(pos string) (string, int, int) {
+	pos = strings.TrimPrefix(pos, moduleDir+"/")
+	parts := strings.Split(pos, ":")
+	if len(parts) >= 2 {
+		if line, err := strconv.Atoi(parts[1]); err == nil {
+			col := 0
+			if len(parts) >= 3 {
+				col, _ = strconv.Atoi(parts[2])
+			}
+			return strings.TrimPrefix(parts[0], "./"), line, col
+		}
+	}
+	return pos, 0, 0
 }

@@ -77,7 +77,10 @@ type Options struct {
 	// killed and its check is inconclusive, later steps do not run.
 	// Zero means DefaultTimeout.
 	Timeout time.Duration
-	Logger  *slog.Logger // nil discards
+	// ModulePath is the module's path, which maps files to packages in
+	// findings.
+	ModulePath string
+	Logger     *slog.Logger // nil discards
 }
 
 // Result is a validation's checks and the time each step took.
@@ -143,7 +146,7 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 	for _, s := range []struct {
 		name  string
 		argv  []string
-		parse func(Output, []Package) report.Check
+		parse parser
 	}{
 		{CheckBuild, buildArgv(pkgs), parseBuild},
 		{CheckVet, vetArgv, parseVet},
@@ -157,12 +160,12 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 			res.Checks = append(res.Checks, notRun(s.name))
 			continue
 		}
-		c := s.parse(out, pkgs)
+		c := s.parse(out, o.ModulePath, pkgs)
 		c.Name = s.name
 		// Whatever the parser made of a partial stream, a step that was
 		// killed or cut short is inconclusive, and that is the reason.
-		if reason := outputReason(out); reason != "" {
-			c.Status, c.Reason = report.StatusInconclusive, reason
+		if reason := outputReason(out); reason != "" && c.Status != report.StatusInconclusive {
+			c.Status, c.Reasons = report.StatusInconclusive, append(c.Reasons, reason)
 		}
 		res.Checks = append(res.Checks, c)
 	}
@@ -211,7 +214,7 @@ type listError struct {
 func parseList(out Output) (report.Check, []Package) {
 	c := report.Check{Name: CheckList, ExitCode: out.ExitCode, Findings: []report.Finding{}}
 	if reason := outputReason(out); reason != "" {
-		c.Status, c.Reason = report.StatusInconclusive, reason
+		c.Status, c.Reasons = report.StatusInconclusive, []string{reason}
 		return c, nil
 	}
 	var pkgs []Package
@@ -223,7 +226,7 @@ func parseList(out Output) (report.Check, []Package) {
 			break
 		}
 		if err != nil || p.ImportPath == "" {
-			c.Status, c.Reason = report.StatusInconclusive, "non_json"
+			c.Status, c.Reasons = report.StatusInconclusive, []string{"stdout is not go list -json output"}
 			return c, nil
 		}
 		pkgs = append(pkgs, Package{ImportPath: p.ImportPath, Name: p.Name})
@@ -242,13 +245,12 @@ func parseList(out Output) (report.Check, []Package) {
 		// all (a broken go.mod): the stderr is the finding.
 		c.Status = report.StatusFail
 		if msg := strings.TrimSpace(string(out.Stderr)); msg != "" {
-			c.Findings = append(c.Findings, newFinding("list", "", "", "", 0, msg))
+			c.Findings = append(c.Findings, listFinding("", &listError{Err: msg}))
 		} else {
-			c.Reason = "unexplained_exit"
-			c.Status = report.StatusInconclusive
+			c.Status, c.Reasons = report.StatusInconclusive, []string{fmt.Sprintf("exit status %d that no finding explains", out.ExitCode)}
 		}
 	case len(pkgs) == 0:
-		c.Status, c.Reason = report.StatusInconclusive, "no_packages"
+		c.Status, c.Reasons = report.StatusInconclusive, []string{"go list found no packages: nothing would be checked"}
 	case len(c.Findings) > 0:
 		c.Status = report.StatusFail
 	default:
@@ -257,25 +259,15 @@ func parseList(out Output) (report.Check, []Package) {
 	return c, pkgs
 }
 
-func listFinding(pkg string, e *listError) report.Finding {
-	file, line := splitPos(e.Pos)
-	msg := e.Err
-	// go list repeats the position at the start of the message.
-	if e.Pos != "" {
-		msg = strings.TrimPrefix(msg, e.Pos+": ")
-	}
-	return newFinding("list", pkg, "", file, line, msg)
-}
-
 // outputReason returns why out cannot be trusted at all, or "".
 func outputReason(out Output) string {
 	switch {
 	case out.TimedOut:
-		return "timeout"
+		return "timed out"
 	case out.OOMKilled:
-		return "oom"
+		return "killed for using too much memory"
 	case out.Truncated:
-		return "truncated"
+		return "output truncated"
 	}
 	return ""
 }

@@ -18,24 +18,24 @@ func TestParseList(t *testing.T) {
 		name     string
 		out      Output
 		status   report.Status
-		reason   string
+		reasons  int
 		pkgs     int
 		findings int
 	}{
-		{"clean", Output{Stdout: []byte(twoPkgs)}, report.StatusPass, "", 2, 0},
-		{"timeout", Output{Stdout: []byte(twoPkgs), TimedOut: true, ExitCode: 137}, report.StatusInconclusive, "timeout", 0, 0},
-		{"truncated", Output{Stdout: []byte(twoPkgs), Truncated: true}, report.StatusInconclusive, "truncated", 0, 0},
-		{"not json", Output{Stdout: []byte(twoPkgs + "hello\n")}, report.StatusInconclusive, "non_json", 0, 0},
-		{"no packages", Output{}, report.StatusInconclusive, "no_packages", 0, 0},
-		{"package error", Output{Stdout: []byte(`{"ImportPath": "example.com/m", "Name": "m", "Error": {"Pos": "m.go:3:1", "Err": "m.go:3:1: expected declaration, found x"}}`)}, report.StatusFail, "", 1, 1},
-		{"load failure", Output{ExitCode: 1, Stderr: []byte("go: errors parsing go.mod")}, report.StatusFail, "", 0, 1},
-		{"silent failure", Output{ExitCode: 1, Stdout: []byte(twoPkgs)}, report.StatusInconclusive, "unexplained_exit", 2, 0},
+		{"clean", Output{Stdout: []byte(twoPkgs)}, report.StatusPass, 0, 2, 0},
+		{"timeout", Output{Stdout: []byte(twoPkgs), TimedOut: true, ExitCode: 137}, report.StatusInconclusive, 1, 0, 0},
+		{"truncated", Output{Stdout: []byte(twoPkgs), Truncated: true}, report.StatusInconclusive, 1, 0, 0},
+		{"not json", Output{Stdout: []byte(twoPkgs + "hello\n")}, report.StatusInconclusive, 1, 0, 0},
+		{"no packages", Output{}, report.StatusInconclusive, 1, 0, 0},
+		{"package error", Output{Stdout: []byte(`{"ImportPath": "example.com/m", "Name": "m", "Error": {"Pos": "m.go:3:1", "Err": "m.go:3:1: expected declaration, found x"}}`)}, report.StatusFail, 0, 1, 1},
+		{"load failure", Output{ExitCode: 1, Stderr: []byte("go: errors parsing go.mod")}, report.StatusFail, 0, 0, 1},
+		{"silent failure", Output{ExitCode: 1, Stdout: []byte(twoPkgs)}, report.StatusInconclusive, 1, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := parseList(tc.out)
-			if c.Status != tc.status || c.Reason != tc.reason || c.Packages != tc.pkgs || len(c.Findings) != tc.findings {
-				t.Errorf("parseList = %s/%q, %d packages, %d findings; want %s/%q, %d, %d",
-					c.Status, c.Reason, c.Packages, len(c.Findings), tc.status, tc.reason, tc.pkgs, tc.findings)
+			if c.Status != tc.status || len(c.Reasons) != tc.reasons || c.Packages != tc.pkgs || len(c.Findings) != tc.findings {
+				t.Errorf("parseList = %s %q, %d packages, %d findings; want %s with %d reasons, %d, %d",
+					c.Status, c.Reasons, c.Packages, len(c.Findings), tc.status, tc.reasons, tc.pkgs, tc.findings)
 			}
 		})
 	}
@@ -44,20 +44,12 @@ func TestParseList(t *testing.T) {
 func TestParseList_FindingPosition(t *testing.T) {
 	c, _ := parseList(Output{Stdout: []byte(`{"ImportPath": "example.com/m", "Name": "m", "Error": {"Pos": "/src/m.go:3:1", "Err": "/src/m.go:3:1: expected declaration"}}`)})
 	f := c.Findings[0]
-	if f.File != "m.go" || f.Line != 3 || f.Message != "expected declaration" || f.Package != "example.com/m" {
+	if f.File != "m.go" || f.Line != 3 || f.Col != 1 || f.Message != "expected declaration" || f.Package != "example.com/m" || f.Kind != "build" {
 		t.Errorf("finding = %+v", f)
 	}
-}
-
-func TestNewFinding_KeyIgnoresVolatileParts(t *testing.T) {
-	a := newFinding("test", "p", "TestX", "x_test.go", 10, "x_test.go:10: got 0xc000012345 after 1.5s")
-	b := newFinding("test", "p", "TestX", "x_test.go", 12, "x_test.go:12: got 0xc000099999 after 2s")
-	c := newFinding("test", "p", "TestX", "x_test.go", 10, "x_test.go:10: got nil")
-	if a.Key != b.Key {
-		t.Errorf("keys differ for the same problem: %s vs %s", a.Key, b.Key)
-	}
-	if a.Key == c.Key {
-		t.Errorf("keys equal for different problems: %s", a.Key)
+	d, _ := parseList(Output{Stdout: []byte(`{"ImportPath": "example.com/m", "Name": "m", "Error": {"Pos": "/src/m.go:9:4", "Err": "/src/m.go:9:4: expected declaration"}}`)})
+	if d.Findings[0].Key != f.Key {
+		t.Errorf("the same error on another line has key %s, not %s", d.Findings[0].Key, f.Key)
 	}
 }
 
@@ -91,9 +83,9 @@ func TestRun_TimeoutMakesLaterChecksNotRun(t *testing.T) {
 	}
 	var got []string
 	for _, c := range res.Checks {
-		got = append(got, c.Name+"="+string(c.Status)+"/"+c.Reason)
+		got = append(got, c.Name+"="+string(c.Status))
 	}
-	want := "list=pass/ build=inconclusive/timeout vet=not_run/ test=not_run/"
+	want := "list=pass build=inconclusive vet=not_run test=not_run"
 	if strings.Join(got, " ") != want {
 		t.Errorf("checks = %s; want %s", strings.Join(got, " "), want)
 	}
