@@ -25,7 +25,6 @@ const (
 	outTarget   = "/out" // what the build keeps, writable
 	buildCache  = outTarget + "/cache"
 	progOut     = outTarget + "/bin/cacheprog"
-	progCache   = "/tmp/progcache" // the program's own build, kept out of the seed
 	warmModule  = "stockade.local/seedwarm"
 	progModule  = "stockade.local/cacheprog"
 	warmPackage = "seedwarm"
@@ -117,19 +116,11 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 		return Meta{}, err
 	}
 
-	// 2. The GOCACHEPROG program: static, with a cache of its own so the
-	// seed holds only what the settings produce.
-	steps := []step{{
-		name: "cacheprog", dir: srcTarget + "/cacheprog",
-		args:    []string{"go", "build", "-trimpath", "-o", progOut, "."},
-		env:     map[string]string{"CGO_ENABLED": "0", "GOCACHE": progCache, "GOFLAGS": "-mod=mod", "GOOS": "", "GOARCH": ""},
-		timeout: 5 * time.Minute,
-	}}
-	// 3. What validations do, over a module that imports every package:
+	// 2. What validations do, over a module that imports every package:
 	// build compiles them; vet computes their facts with go vet's analyzer
 	// set; test compiles the test main and computes their facts with go
 	// test's set (its vet flags differ, so its keys do).
-	steps = append(steps, step{name: "build", dir: srcTarget + "/warm", args: []string{"go", "build", "./..."}, timeout: 10 * time.Minute})
+	steps := []step{{name: "build", dir: srcTarget + "/warm", args: []string{"go", "build", "./..."}, timeout: 10 * time.Minute}}
 	vet := append([]string{"go", "vet"}, cfg.Settings.VetFlags...)
 	// Exit 1 is vet reporting findings in our module: there are none, but
 	// a future analyzer might find one in a blank import file; the facts of
@@ -140,6 +131,15 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 		test = append(test, "-vet="+cfg.Settings.TestVet)
 	}
 	steps = append(steps, step{name: "test", dir: srcTarget + "/warm", args: append(test, "./..."), timeout: 10 * time.Minute})
+	// 3. The GOCACHEPROG program, static. It shares the seed's cache: with
+	// the usual CGO_ENABLED=0 its dependencies are already compiled, and
+	// under other settings its entries are just more trusted entries.
+	steps = append(steps, step{
+		name: "cacheprog", dir: srcTarget + "/cacheprog",
+		args:    []string{"go", "build", "-trimpath", "-o", progOut, "."},
+		env:     map[string]string{"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOOS": "", "GOARCH": ""},
+		timeout: 5 * time.Minute,
+	})
 	for _, s := range steps {
 		if _, err := r.run(ctx, s); err != nil {
 			return Meta{}, err

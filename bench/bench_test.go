@@ -1,0 +1,706 @@
+// Package bench is Stockade's benchmark suite. It is slow (minutes) and
+// needs an engine, so it runs only when asked:
+//
+//	STOCKADE_BENCH=1 go test ./bench -run TestSuite -v -timeout 3h
+//
+// It prints one table of medians and ratios, every row measured side by side
+// in the same run, rounds interleaved so load on the machine falls on all
+// columns alike. docs/PERFORMANCE.md records the figures and the machine.
+//
+// Environment: STOCKADE_BENCH_ROUNDS (default 3) rounds of the fast
+// measurements; STOCKADE_BENCH_EMPTY_ROUNDS (default 2) rounds of the
+// empty-cache validations, which take minutes each; STOCKADE_BENCH_DATADIR
+// (default <user cache>/stockade-bench) keeps the seed between runs;
+// STOCKADE_BENCH_OUT writes the table to a file as well.
+package bench
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/cacheseed"
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/modproxy"
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// EnableEnv is the variable that turns the suite on.
+const EnableEnv = "STOCKADE_BENCH"
+
+// fixtures are the modules validated, from testdata/repos.
+var fixtures = []string{"clean", "failing-test", "vet-finding"}
+
+// Cache modes of a validation.
+const (
+	modeEmpty  = "empty fresh"
+	modeSeeded = "seeded fresh"
+	modeWarm   = "warm shared"
+)
+
+// settings are the cache-key settings of the execute profile.
+var settings = cacheseed.Settings{GOFLAGS: "-mod=mod", CGOEnabled: "0"}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// suite holds what every measurement shares.
+type suite struct {
+	t        *testing.T
+	eng      *dockerapi.Client
+	img      image.Result
+	dataDir  string
+	tcfg     toolchain.Config
+	seed     cacheseed.Seed
+	seedTime time.Duration // Ensure's wall time in this run
+	modCache string
+	mods     map[string]string // fixture name → host copy
+	hostProg string            // the GOCACHEPROG program built for the host
+	warm     string            // the warm shared cache (container)
+	hostWarm string            // the warm shared cache (host)
+}
+
+func TestSuite(t *testing.T) {
+	if os.Getenv(EnableEnv) != "1" {
+		t.Skipf("benchmarks run only with %s=1 (see package doc)", EnableEnv)
+	}
+	s := setup(t)
+	rounds, emptyRounds := envInt("STOCKADE_BENCH_ROUNDS", 3), envInt("STOCKADE_BENCH_EMPTY_ROUNDS", 2)
+
+	var tb table
+	tb.title("Machine: %s", machine(t, s.eng))
+	tb.title("Image %s (%s); seed %s: %d std packages, %d files, %.0f MiB", short(s.img.ID), s.img.GoVersion, s.seed.Key, s.seed.Meta.Packages, s.seed.Meta.Files, float64(s.seed.Meta.Bytes)/(1<<20))
+	if s.seed.Built {
+		tb.title("Seed built in this run: %v (Ensure wall time %v)", s.seed.Meta.BuildTime.Round(time.Second), s.seedTime.Round(time.Second))
+	} else {
+		tb.title("Seed reused (Ensure wall time %v); its recorded build time: %v", s.seedTime.Round(time.Millisecond), s.seed.Meta.BuildTime.Round(time.Second))
+	}
+
+	s.validations(&tb, rounds, emptyRounds)
+	s.overhead(&tb, rounds)
+	s.sessions(&tb, rounds)
+
+	out := tb.String()
+	fmt.Println(out)
+	if f := os.Getenv("STOCKADE_BENCH_OUT"); f != "" {
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func setup(t *testing.T) *suite {
+	eng := enginetest.Client(t)
+	ctx := context.Background()
+	img, err := image.Build(ctx, eng, image.Options{})
+	if err != nil {
+		t.Fatalf("image.Build: %v", err)
+	}
+	dataDir := os.Getenv("STOCKADE_BENCH_DATADIR")
+	if dataDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dataDir = filepath.Join(base, "stockade-bench")
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := &suite{t: t, eng: eng, img: img, dataDir: dataDir, mods: map[string]string{}}
+	owner := enginetest.Owner(t)
+
+	start := time.Now()
+	s.seed, err = cacheseed.Ensure(ctx, eng, cacheseed.Config{DataDir: dataDir, Image: img.ID, GoVersion: img.GoVersion, Settings: settings, Owner: owner})
+	if err != nil {
+		t.Fatalf("cacheseed.Ensure: %v", err)
+	}
+	s.seedTime = time.Since(start)
+
+	// A run's scratch: fixture proxy, module cache, copies of the fixtures.
+	run := s.tempDir("run-")
+	proxy := filepath.Join(run, "proxy")
+	if err := modproxy.Generate(repoPath(t, "testdata/modules"), proxy); err != nil {
+		t.Fatal(err)
+	}
+	ncpu := 0
+	if info, err := eng.Info(ctx); err == nil {
+		ncpu = info.NCPU
+	}
+	s.tcfg = toolchain.Config{
+		Image: img.ID, FixtureProxy: proxy,
+		Limits: container.Limits{NanoCPUs: container.ClampCPUs(toolchain.DefaultNanoCPUs, ncpu)},
+		Owner:  owner, RunID: "bench-" + container.RandomHex(4), DataDirID: toolchain.DataDirID(dataDir),
+	}
+	s.modCache = s.dir777(filepath.Join(run, "modcache"))
+	for _, f := range fixtures {
+		dst := filepath.Join(run, "src", f)
+		copyTree(t, repoPath(t, "testdata/repos/"+f), dst)
+		s.mods[f] = dst
+		res, err := s.runJob(ctx, toolchain.Job{Profile: toolchain.Acquire, Cmd: []string{"go", "mod", "download"}, Source: dst, ModCache: s.modCache, BuildCache: s.dir777(filepath.Join(run, "acquire-cache-"+f))})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("acquire %s: %v exit %d\n%s", f, err, res.ExitCode, res.Stderr)
+		}
+	}
+	s.warm = s.dir777(filepath.Join(run, "warm"))
+	s.hostWarm = s.dir777(filepath.Join(run, "host-warm"))
+
+	s.hostProg = filepath.Join(run, "cacheprog")
+	cmd := exec.Command("go", "build", "-o", s.hostProg, "./internal/cacheseed/cacheprog")
+	cmd.Dir = repoPath(t, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building cacheprog: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { s.removeTree(run) })
+	return s
+}
+
+// validations measures the three fixtures under each cache mode, in the
+// container and on the host.
+func (s *suite) validations(tb *table, rounds, emptyRounds int) {
+	ctx := context.Background()
+	// Warm the shared caches first: a warm cache is one an earlier run of
+	// the same module filled.
+	for _, f := range fixtures {
+		s.container(ctx, f, s.warm, cacheseed.Seed{})
+		s.host(ctx, f, s.hostWarm, cacheseed.Seed{})
+	}
+	type key struct{ fix, mode string }
+	ctr := map[key][]run{}
+	host := map[key][]run{}
+	for r := 0; r < rounds; r++ {
+		for _, f := range fixtures {
+			if r < emptyRounds {
+				ctr[key{f, modeEmpty}] = append(ctr[key{f, modeEmpty}], s.container(ctx, f, s.newCache(), cacheseed.Seed{}))
+			}
+			ctr[key{f, modeSeeded}] = append(ctr[key{f, modeSeeded}], s.container(ctx, f, s.newCache(), s.seed))
+			ctr[key{f, modeWarm}] = append(ctr[key{f, modeWarm}], s.container(ctx, f, s.warm, cacheseed.Seed{}))
+			host[key{f, modeSeeded}] = append(host[key{f, modeSeeded}], s.host(ctx, f, s.newCache(), s.seed))
+			host[key{f, modeWarm}] = append(host[key{f, modeWarm}], s.host(ctx, f, s.hostWarm, cacheseed.Seed{}))
+		}
+	}
+
+	tb.section("Validation (go list, build, vet, test -json) of a fixture module: median wall time, container create to remove",
+		"fixture", "empty fresh", "seeded fresh", "warm shared", "seeded/warm", "empty/seeded", "host seeded", "host warm", "seeded/host seeded", "entries written empty/seeded/warm", "verdict same")
+	for _, f := range fixtures {
+		e, sd, w := ctr[key{f, modeEmpty}], ctr[key{f, modeSeeded}], ctr[key{f, modeWarm}]
+		hs, hw := host[key{f, modeSeeded}], host[key{f, modeWarm}]
+		me, ms, mw := medianOf(e, total), medianOf(sd, total), medianOf(w, total)
+		mhs, mhw := medianOf(hs, total), medianOf(hw, total)
+		same := "yes"
+		for _, rs := range [][]run{e, sd, w, hs, hw} {
+			for _, r := range rs {
+				if r.verdict != e[0].verdict {
+					same = "NO"
+					s.t.Errorf("%s: verdicts differ:\n%s\n%s", f, r.verdict, e[0].verdict)
+				}
+			}
+		}
+		tb.row(f, secs(me), secs(ms), secs(mw), ratio(ms, mw), ratio(me, ms), secs(mhs), secs(mhw), ratio(ms, mhs),
+			fmt.Sprintf("%d/%d/%d", e[0].written, sd[0].written, w[0].written), same)
+	}
+	tb.section("Where a seeded validation's time goes (median): engine calls vs the toolchain's work",
+		"fixture", "create+start", "list", "build", "vet", "test", "remove", "host list", "host build", "host vet", "host test")
+	for _, f := range fixtures {
+		sd, hs := ctr[key{f, modeSeeded}], host[key{f, modeSeeded}]
+		tb.row(f, ms(medianOf(sd, func(r run) time.Duration { return r.setup })),
+			ms(medianOf(sd, step("list"))), ms(medianOf(sd, step("build"))), ms(medianOf(sd, step("vet"))), ms(medianOf(sd, step("test"))),
+			ms(medianOf(sd, func(r run) time.Duration { return r.teardown })),
+			ms(medianOf(hs, step("list"))), ms(medianOf(hs, step("build"))), ms(medianOf(hs, step("vet"))), ms(medianOf(hs, step("test"))))
+	}
+}
+
+// run is one measured validation.
+type run struct {
+	setup, work, teardown time.Duration
+	steps                 map[string]time.Duration
+	verdict               string // check statuses and finding keys
+	written               int    // cache entries the validation wrote (misses)
+}
+
+func total(r run) time.Duration { return r.setup + r.work + r.teardown }
+
+func step(name string) func(run) time.Duration {
+	return func(r run) time.Duration { return r.steps[name] }
+}
+
+// container validates fixture f in a long-lived execute container (the
+// spec toolchain.NewSpec gives, plus the seed's mount) with cache as its
+// build cache, through validate.Run.
+func (s *suite) container(ctx context.Context, f, cache string, seed cacheseed.Seed) run {
+	t := s.t
+	before := countEntries(cache)
+	job := toolchain.Job{Profile: toolchain.Execute, Cmd: []string{"sleep", "3600"}, Source: s.mods[f], ModCache: s.modCache, BuildCache: cache, Env: seed.Env(), Timeout: time.Hour}
+	spec, err := toolchain.NewSpec(s.tcfg, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Mounts = append(spec.Mounts, seed.Mounts()...)
+	cfg, err := spec.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r run
+	t0 := time.Now()
+	id, err := s.eng.ContainerCreate(ctx, container.RandomName("bench"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.eng.ContainerRemove(context.WithoutCancel(ctx), id, dockerapi.RemoveOptions{Force: true})
+	if err := s.eng.ContainerStart(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	r.setup = time.Since(t0)
+	t1 := time.Now()
+	res, err := validate.Run(ctx, execer{eng: s.eng, id: id}, validate.Options{Timeout: 30 * time.Minute})
+	if err != nil {
+		t.Fatalf("validate %s: %v", f, err)
+	}
+	r.work = time.Since(t1)
+	t2 := time.Now()
+	if err := s.eng.ContainerRemove(ctx, id, dockerapi.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.teardown = time.Since(t2)
+	r.fill(res)
+	r.written = countEntries(cache) - before
+	return r
+}
+
+// host validates fixture f with the host's go command, the same commands
+// and the same cache state, reading the same seed through the same program.
+func (s *suite) host(ctx context.Context, f, cache string, seed cacheseed.Seed) run {
+	before := countEntries(cache)
+	home := s.tempDir("home-")
+	defer os.RemoveAll(home)
+	env := []string{
+		"PATH=" + filepath.Join(runtime.GOROOT(), "bin") + ":/usr/bin:/bin",
+		"HOME=" + home, "TMPDIR=" + home,
+		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOPROXY=off", "GOSUMDB=off", "GOPRIVATE=",
+		"GOMODCACHE=" + s.modCache, "GOCACHE=" + cache, "CGO_ENABLED=0",
+	}
+	if seed.Valid() {
+		env = append(env, "GOCACHEPROG="+s.hostProg+" "+filepath.Join(seed.Dir, "cache"))
+	}
+	var r run
+	t0 := time.Now()
+	res, err := validate.Run(ctx, hostExecer{dir: s.mods[f], env: env}, validate.Options{Timeout: 30 * time.Minute})
+	if err != nil {
+		s.t.Fatalf("host validate %s: %v", f, err)
+	}
+	r.work = time.Since(t0)
+	r.fill(res)
+	r.written = countEntries(cache) - before
+	return r
+}
+
+func (r *run) fill(res validate.Result) {
+	r.steps = map[string]time.Duration{}
+	for _, p := range res.Phases {
+		r.steps[strings.TrimPrefix(p.Name, "validate/")] = time.Duration(p.MS) * time.Millisecond
+	}
+	var b strings.Builder
+	for _, c := range res.Checks {
+		fmt.Fprintf(&b, "%s:%s:%d:%d", c.Name, c.Status, c.ExitCode, len(c.Reasons))
+		keys := make([]string, 0, len(c.Findings))
+		for _, f := range c.Findings {
+			keys = append(keys, findingKey(f))
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(&b, "%v;", keys)
+	}
+	r.verdict = b.String()
+}
+
+func findingKey(f report.Finding) string { return f.Key }
+
+// execer runs a validation step as an exec in a running container, as
+// toolchain.Container.Exec does.
+type execer struct {
+	eng *dockerapi.Client
+	id  string
+}
+
+func (x execer) Exec(ctx context.Context, argv []string, timeout time.Duration) (validate.Output, error) {
+	eid, err := x.eng.ExecCreate(ctx, x.id, dockerapi.ExecConfig{Cmd: toolchain.TimeoutCmd(timeout, argv), User: toolchain.ContainerUser, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return validate.Output{}, err
+	}
+	stdout, stderr := dockerapi.NewBuffer(toolchain.DefaultOutputCap), dockerapi.NewBuffer(toolchain.DefaultOutputCap)
+	if err := x.eng.ExecStart(ctx, eid, stdout, stderr); err != nil {
+		return validate.Output{}, err
+	}
+	st, err := x.eng.ExecInspect(ctx, eid)
+	if err != nil {
+		return validate.Output{}, err
+	}
+	out := validate.Output{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Truncated: stdout.Truncated() || stderr.Truncated(), ExitCode: -1}
+	if st.ExitCode != nil {
+		out.ExitCode = *st.ExitCode
+	}
+	return out, nil
+}
+
+// hostExecer runs a validation step with the host's go command.
+type hostExecer struct {
+	dir string
+	env []string
+}
+
+func (h hostExecer) Exec(ctx context.Context, argv []string, timeout time.Duration) (validate.Output, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = h.dir, h.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := validate.Output{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		out.ExitCode = ee.ExitCode()
+	} else if err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// overhead measures what one container costs per profile (create, start,
+// wait, logs, remove of `true`), and one exec in a running container.
+func (s *suite) overhead(tb *table, rounds int) {
+	ctx := context.Background()
+	n := max(rounds, 5)
+	scratch := s.tempDir("overhead-")
+	defer s.removeTree(scratch)
+	jobs := map[toolchain.Profile]toolchain.Job{
+		toolchain.Acquire: {Source: s.mods["clean"], ModCache: s.dir777(filepath.Join(scratch, "mc-a"))},
+		toolchain.Mutate:  {Source: s.mods["clean"], ModCache: s.dir777(filepath.Join(scratch, "mc-m")), Staging: s.dir777(filepath.Join(scratch, "staging"))},
+		toolchain.Execute: {Source: s.mods["clean"], ModCache: s.modCache},
+		toolchain.Tool:    {ModCache: s.dir777(filepath.Join(scratch, "mc-t")), Tools: s.dir777(filepath.Join(scratch, "tools"))},
+	}
+	tb.section(fmt.Sprintf("Per-container overhead of each profile: `true` in a one-shot container (container.Run), median of %d", n),
+		"profile", "create", "start", "wait", "logs", "remove", "total", "total/seeded validation (clean)")
+	seededClean := medianOf([]run{s.container(ctx, "clean", s.newCache(), s.seed)}, total)
+	for _, p := range toolchain.Profiles {
+		var ph []container.Phases
+		for i := 0; i < n; i++ {
+			j := jobs[p]
+			j.Profile, j.Cmd = p, []string{"true"}
+			j.BuildCache = s.dir777(filepath.Join(scratch, fmt.Sprintf("bc-%s-%d", p, i)))
+			res, err := s.runJob(ctx, j)
+			if err != nil || res.ExitCode != 0 {
+				s.t.Fatalf("%s: %v exit %d %s", p, err, res.ExitCode, res.Stderr)
+			}
+			ph = append(ph, res.Phases)
+		}
+		pick := func(f func(container.Phases) time.Duration) time.Duration {
+			ds := make([]time.Duration, len(ph))
+			for i, p := range ph {
+				ds[i] = f(p)
+			}
+			return median(ds)
+		}
+		tot := pick(func(p container.Phases) time.Duration { return p.Create + p.Start + p.Wait + p.Logs + p.Remove })
+		tb.row(string(p), ms(pick(func(p container.Phases) time.Duration { return p.Create })), ms(pick(func(p container.Phases) time.Duration { return p.Start })),
+			ms(pick(func(p container.Phases) time.Duration { return p.Wait })), ms(pick(func(p container.Phases) time.Duration { return p.Logs })),
+			ms(pick(func(p container.Phases) time.Duration { return p.Remove })), ms(tot), pct(tot, seededClean))
+	}
+	// One exec in a running execute container: the cost of a step that
+	// shares its validation's container instead of having its own.
+	spec, err := toolchain.NewSpec(s.tcfg, toolchain.Job{Profile: toolchain.Execute, Cmd: []string{"sleep", "600"}, Source: s.mods["clean"], ModCache: s.modCache, BuildCache: s.dir777(filepath.Join(scratch, "bc-exec"))})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg, _ := spec.Config()
+	id, err := s.eng.ContainerCreate(ctx, container.RandomName("bench"), cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer s.eng.ContainerRemove(context.WithoutCancel(ctx), id, dockerapi.RemoveOptions{Force: true})
+	if err := s.eng.ContainerStart(ctx, id); err != nil {
+		s.t.Fatal(err)
+	}
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if out, err := (execer{eng: s.eng, id: id}).Exec(ctx, []string{"true"}, time.Minute); err != nil || out.ExitCode != 0 {
+			s.t.Fatalf("exec: %v %d", err, out.ExitCode)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	tb.row("execute, exec in a running container", "", "", "", "", "", ms(median(ds)), pct(median(ds), seededClean))
+}
+
+// sessions measures the docker CLI doing what the session API does:
+// provision to first exec, exec, writing 1000 files, reading and writing
+// 1 MiB. sandbox/docker's column is filled when that package exists.
+func (s *suite) sessions(tb *table, rounds int) {
+	if _, err := exec.LookPath("docker"); err != nil {
+		tb.section("Session operations: docker CLI not found", "operation")
+		return
+	}
+	n := max(rounds, 5)
+	docker := func(stdin io.Reader, args ...string) []byte {
+		cmd := exec.Command("docker", args...)
+		cmd.Stdin = stdin
+		out, err := cmd.Output()
+		if err != nil {
+			s.t.Fatalf("docker %s: %v", strings.Join(args, " "), err)
+		}
+		return out
+	}
+	var prov, execs, wf, rf, wr []time.Duration
+	files := filesTar(s.t, 1000, 100)
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	bigTar := singleTar(s.t, "big", big)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		id := strings.TrimSpace(string(docker(nil, "run", "-d", "--rm", "--network", "none", "--user", "65534:65534", "--label", "io.stockade.managed=true", "--label", "io.stockade.owner=bench", "--tmpfs", "/run:exec", s.img.ID, "sleep", "600")))
+		docker(nil, "exec", id, "true")
+		prov = append(prov, time.Since(t0))
+		t0 = time.Now()
+		docker(nil, "exec", id, "true")
+		execs = append(execs, time.Since(t0))
+		t0 = time.Now()
+		docker(bytes.NewReader(files), "cp", "-", id+":/tmp")
+		wf = append(wf, time.Since(t0))
+		t0 = time.Now()
+		docker(bytes.NewReader(bigTar), "cp", "-", id+":/tmp")
+		wr = append(wr, time.Since(t0))
+		t0 = time.Now()
+		if got := docker(nil, "cp", id+":/tmp/big", "-"); len(got) < 1<<20 {
+			s.t.Fatalf("docker cp read %d bytes", len(got))
+		}
+		rf = append(rf, time.Since(t0))
+		docker(nil, "rm", "-f", id)
+	}
+	tb.section(fmt.Sprintf("Session operations, median of %d (sandbox/docker had not landed when this suite was written: its column is empty)", n),
+		"operation", "docker CLI", "sandbox/docker")
+	tb.row("provision to first exec", ms(median(prov)), "n/a")
+	tb.row("exec `true`", ms(median(execs)), "n/a")
+	tb.row("write 1000 files (100 B each)", ms(median(wf)), "n/a")
+	tb.row("write 1 MiB file", ms(median(wr)), "n/a")
+	tb.row("read 1 MiB file", ms(median(rf)), "n/a")
+}
+
+func filesTar(t *testing.T, n, size int) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	data := bytes.Repeat([]byte("y"), size)
+	tw.WriteHeader(&tar.Header{Name: "files/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: 65534, Gid: 65534})
+	for i := 0; i < n; i++ {
+		tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("files/f%04d.txt", i), Mode: 0o644, Size: int64(size), Uid: 65534, Gid: 65534})
+		tw.Write(data)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func singleTar(t *testing.T, name string, data []byte) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Uid: 65534, Gid: 65534})
+	tw.Write(data)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// runJob runs a one-shot job with toolchain's spec.
+func (s *suite) runJob(ctx context.Context, j toolchain.Job) (container.Result, error) {
+	spec, err := toolchain.NewSpec(s.tcfg, j)
+	if err != nil {
+		return container.Result{}, err
+	}
+	return container.Run(ctx, s.eng, spec, container.RunOptions{Name: container.RandomName("bench"), Timeout: 10 * time.Minute})
+}
+
+// newCache makes a fresh, randomly named cache directory.
+func (s *suite) newCache() string {
+	parent := s.dir777(filepath.Join(s.dataDir, "caches"))
+	f, err := cacheseed.NewFresh(cacheseed.Seed{}, parent)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { s.removeTree(f.Dir) })
+	return f.Dir
+}
+
+func (s *suite) tempDir(prefix string) string {
+	d, err := os.MkdirTemp(s.dataDir, prefix)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	return d
+}
+
+func (s *suite) dir777(d string) string {
+	if err := os.MkdirAll(d, 0o777); err != nil {
+		s.t.Fatal(err)
+	}
+	os.Chmod(d, 0o777)
+	return d
+}
+
+// removeTree removes what the bench made; what the container user wrote
+// and the host user cannot remove is emptied by a container first.
+func (s *suite) removeTree(d string) {
+	if os.RemoveAll(d) == nil {
+		return
+	}
+	res, err := container.Run(context.Background(), s.eng, container.Spec{
+		Image: s.img.ID, Cmd: []string{"sh", "-c", "rm -rf /d/* /d/.[!.]*"},
+		Mounts: []container.Mount{{Type: container.Bind, Source: d, Target: "/d", Writable: true}},
+		Labels: toolchain.Labels(s.tcfg, "cleanup"),
+	}, container.RunOptions{Timeout: 5 * time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		s.t.Logf("cleanup of %s: %v %s", d, err, res.Stderr)
+	}
+	os.RemoveAll(d)
+}
+
+// countEntries counts the index entries (xx/*-a) in a cache directory:
+// after a validation, the ones it added are its cache misses.
+func countEntries(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, "-a") {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func copyTree(t *testing.T, src, dst string) {
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// repoPath returns a path relative to the repository root.
+func repoPath(t *testing.T, rel string) string {
+	abs, err := filepath.Abs(filepath.Join("..", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+func machine(t *testing.T, eng *dockerapi.Client) string {
+	info, err := eng.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	load := ""
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load = ", load average at start " + strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return fmt.Sprintf("%s, %d CPUs, %.0f GiB; engine %s (%s, %s, cgroup %s)%s; host %s",
+		model, info.NCPU, float64(info.MemTotal)/(1<<30), info.ServerVersion, info.OperatingSystem, info.Driver, info.CgroupVersion, load, runtime.Version())
+}
+
+func short(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return id
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianOf(rs []run, f func(run) time.Duration) time.Duration {
+	ds := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		ds[i] = f(r)
+	}
+	return median(ds)
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+func ms(d time.Duration) string   { return fmt.Sprintf("%d ms", d.Milliseconds()) }
+func ratio(a, b time.Duration) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
+}
+func pct(a, b time.Duration) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}
+
+// table renders sections of Markdown tables.
+type table struct{ b strings.Builder }
+
+func (t *table) title(format string, args ...any) { fmt.Fprintf(&t.b, format+"\n\n", args...) }
+
+func (t *table) section(title string, cols ...string) {
+	fmt.Fprintf(&t.b, "\n%s\n\n| %s |\n|%s\n", title, strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintf(&t.b, "| %s |\n", strings.Join(cells, " | ")) }
+
+func (t *table) String() string { return t.b.String() }
