@@ -1,0 +1,626 @@
+// Package docker is the sandbox backend for a Docker Engine: each session's
+// sandbox is one container, built through internal/container (the one
+// hardening code path Stockade has), with a named volume for each of
+// sandbox.WritablePaths under its read-only root.
+//
+// # Naming and ownership
+//
+// The container of session S for owner O is named
+// "stockade-s-" + 8 hex digits of sha256(O) + "-" + S, and its volumes add
+// "-v0", "-v1", …; all carry the labels of internal/label: Managed, Owner,
+// Kind=session, Session, and (on the container) Spec, a digest of the image,
+// workdir and networking. A deterministic name is what makes Provision
+// idempotent and concurrency-safe across processes: the engine lets one
+// create win and the others adopt it after checking its labels. A container
+// with that name but without our labels is never adopted.
+//
+// # How commands run and die
+//
+// The engine has no way to kill an exec. Every Exec therefore runs a small
+// wrapper (a /bin/sh whose argv carries a random marker) that runs the
+// command as a child. At the timeout, or when ctx ends, a second exec (the
+// killer, a script that forks nothing, so it runs even at the pids limit's
+// edge) finds the wrapper by its marker, and repeatedly stops and kills:
+// every process descending from the wrapper, and every process reparented to
+// PID 1 whose orphaned ancestor started after the wrapper did. The second
+// rule catches children that double-fork and setsid away, even if they
+// clear their environment or close every descriptor; its cost is that an
+// orphan started in that window by another, concurrent Exec of the same
+// sandbox dies too. If the killer cannot start or cannot finish (a fork
+// bomb holding every pid), the container is killed and started again: its
+// volumes, and so its files, survive; other running commands do not.
+//
+// The container's PID 1 is docker-init, which reaps orphans, so zombies of
+// killed or finished commands never use up the pids limit.
+//
+// # Out of memory
+//
+// The wrapper reads the memory cgroup's oom_kill counter before and after
+// the command; a command that ended with status 137 while the counter moved
+// gets "stockade: killed: out of memory" as its last line of stderr.
+//
+// # Files
+//
+// Reads use the engine's archive GET. Writes use sandbox.BulkWrite: one exec
+// to check and create parents as the sandbox user, one archive upload
+// (extracted with the container user as owner), one exec to rename, so a
+// write of any number of files costs two execs and one upload per writable
+// place touched. Files of WriteFiles are grouped by writable place (the
+// workdir's first); order is kept within a place.
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// Budgets of the engine calls that must finish even when the caller's
+// context has ended: each runs on context.WithoutCancel with its own.
+const (
+	killBudget    = 15 * time.Second // the killer exec, or the restart fallback
+	streamGrace   = 5 * time.Second  // for an exec's stream to end after its kill
+	inspectBudget = 10 * time.Second // exec inspect after the stream ended
+	removeBudget  = 60 * time.Second // container and volume removal, until gone
+	discardBudget = 30 * time.Second // removing what a failed write left
+)
+
+// maxSymlinkHops bounds how many symlinks ReadFile follows.
+const maxSymlinkHops = 16
+
+// Config configures a Provider. The zero value works: the engine is found as
+// dockerapi.New("") finds it, the owner is "default", and logs are dropped.
+type Config struct {
+	// Host is the engine address ("unix:///var/run/docker.sock",
+	// "tcp://host:port"); empty means DOCKER_HOST or the usual sockets.
+	Host string
+	// Owner scopes Owned and Reap: several processes sharing one engine
+	// each see and reap only their owner's sandboxes. Empty means "default".
+	// It becomes a label value, so it is limited to 63 bytes of
+	// [A-Za-z0-9_.-].
+	Owner string
+	// Logger receives what the provider does (keys container, session,
+	// phase, dur); nil discards.
+	Logger *slog.Logger
+	// GateTokenRevoker revokes a session's gate token on Reap when the
+	// session was not provisioned by this process (whose Spec's revoker is
+	// used otherwise); nil means none.
+	GateTokenRevoker sandbox.GateTokenRevoker
+}
+
+// engine is the part of *dockerapi.Client the backend uses.
+type engine interface {
+	Info(ctx context.Context) (dockerapi.Info, error)
+	ContainerCreate(ctx context.Context, name string, cfg dockerapi.ContainerConfig) (string, error)
+	ContainerStart(ctx context.Context, id string) error
+	ContainerKill(ctx context.Context, id, signal string) error
+	ContainerWait(ctx context.Context, id, condition string) (dockerapi.WaitResult, error)
+	ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error
+	ContainerInspect(ctx context.Context, id string) (dockerapi.ContainerJSON, error)
+	ContainerList(ctx context.Context, opts dockerapi.ListOptions) ([]dockerapi.ContainerSummary, error)
+	ExecCreate(ctx context.Context, containerID string, cfg dockerapi.ExecConfig) (string, error)
+	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
+	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
+	ArchiveGet(ctx context.Context, id, path string) (io.ReadCloser, dockerapi.PathStat, error)
+	ArchivePut(ctx context.Context, id, dir string, r io.Reader, opts dockerapi.PutOptions) error
+	VolumeCreate(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error)
+	VolumeRemove(ctx context.Context, name string, force bool) error
+	VolumeList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Volume, error)
+}
+
+// Provider is the Docker implementation of sandbox.Provider.
+type Provider struct {
+	eng     engine
+	owner   string
+	log     *slog.Logger
+	revoker sandbox.GateTokenRevoker
+
+	mu       sync.Mutex
+	ncpu     int                                    // engine CPUs; 0 until known
+	revokers map[domain.ID]sandbox.GateTokenRevoker // from Specs provisioned here
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// New returns a provider for the engine cfg names. It does not contact the
+// engine.
+func New(cfg Config) (*Provider, error) {
+	owner := cfg.Owner
+	if owner == "" {
+		owner = "default"
+	}
+	if len(owner) > 63 || domain.ID(owner).Validate() != nil {
+		return nil, fmt.Errorf("docker: owner %q: want at most 63 bytes of letters, digits, '_', '.', '-'", owner)
+	}
+	c, err := dockerapi.New(cfg.Host)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{eng: c, owner: owner, log: log, revoker: cfg.GateTokenRevoker, revokers: map[domain.ID]sandbox.GateTokenRevoker{}}, nil
+}
+
+// Owner returns the owner label value the provider uses.
+func (p *Provider) Owner() string { return p.owner }
+
+// containerName is the deterministic name of id's container.
+func (p *Provider) containerName(id domain.ID) string {
+	h := sha256.Sum256([]byte(p.owner))
+	return container.NamePrefix + "s-" + hex.EncodeToString(h[:4]) + "-" + string(id)
+}
+
+func volumeName(containerName string, i int) string {
+	return containerName + "-v" + strconv.Itoa(i)
+}
+
+// labels are what every object of session id carries.
+func (p *Provider) labels(id domain.ID) map[string]string {
+	l := label.Base(p.owner, label.KindSession)
+	l[label.Session] = string(id)
+	return l
+}
+
+// ours reports whether an object's labels say it is session id's, of this
+// owner.
+func (p *Provider) ours(l map[string]string, id domain.ID) bool {
+	return l[label.Managed] == label.ManagedValue && l[label.Owner] == p.owner &&
+		l[label.Kind] == label.KindSession && l[label.Session] == string(id)
+}
+
+// resolved is a Spec validated and with its defaults filled in.
+type resolved struct {
+	spec    sandbox.Spec
+	workdir string
+	roots   []string // sandbox.WritablePaths(workdir)
+	uid     int64
+	digest  string
+	cfg     container.Spec
+}
+
+// specDigest digests what must match for Provision to adopt a sandbox.
+func specDigest(image, workdir string, n domain.Networking) string {
+	hosts := make([]string, len(n.AllowedHosts))
+	for i, h := range n.AllowedHosts {
+		hosts[i] = strings.ToLower(h)
+	}
+	sort.Strings(hosts)
+	s := sha256.Sum256([]byte(image + "\x00" + workdir + "\x00" + string(n.Mode()) + "\x00" + strings.Join(hosts, ",")))
+	return hex.EncodeToString(s[:12])
+}
+
+// dockerDefaultCaps is the engine's default capability set: what a CapDrop
+// without ALL keeps, minus what it names.
+var dockerDefaultCaps = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+	"NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+
+// resolve validates spec and computes the container spec; nothing has
+// touched the engine yet.
+func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, error) {
+	if err := spec.SessionID.Validate(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if spec.Image == "" {
+		return nil, fmt.Errorf("docker: spec has no image")
+	}
+	if err := spec.Networking.Validate(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	var network string
+	switch spec.Networking.Mode() {
+	case domain.NetNone:
+		network = "none"
+	case domain.NetUnrestricted:
+		network = "bridge"
+	case domain.NetLimited:
+		if spec.Gate == nil {
+			return nil, fmt.Errorf("docker: networking %q needs a Gate (egress only through the gate); refusing rather than widening or narrowing it", domain.NetLimited)
+		}
+		return nil, fmt.Errorf("docker: networking %q: the egress gate is not implemented yet; refusing rather than widening or narrowing it", domain.NetLimited)
+	}
+	workdir := spec.Workdir
+	if workdir == "" {
+		workdir = sandbox.DefaultWorkdir
+	}
+	if err := checkPath(workdir); err != nil {
+		return nil, fmt.Errorf("docker: workdir: %w", err)
+	}
+	if err := sandbox.ValidateEnv(spec.Env); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	h := spec.Hardening
+	if err := h.Validate(spec.Gate != nil); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if !reflectZero(h) && !h.ReadOnlyRootfs {
+		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
+	}
+	if h.EphemeralStorageBytes > 0 {
+		return nil, fmt.Errorf("docker: hardening asks for EphemeralStorageBytes %d; this backend cannot bound its volumes, and refuses rather than ignore it", h.EphemeralStorageBytes)
+	}
+	uid := int64(65534)
+	if h.RunAsUser != nil {
+		uid = *h.RunAsUser
+	}
+	var capAdd []string
+	if drop := h.EffectiveCapDrop(spec.Gate != nil); !slices.Contains(drop, "ALL") {
+		for _, c := range dockerDefaultCaps {
+			if !slices.Contains(drop, c) {
+				capAdd = append(capAdd, c)
+			}
+		}
+	}
+	cpu := h.CPUMillis
+	if cpu == 0 {
+		cpu = sandbox.DefaultCPUMillis
+	}
+	nano := cpu * 1_000_000
+	if ncpu, err := p.engineCPUs(ctx); err == nil {
+		if c := container.ClampCPUs(nano, ncpu); c != nano {
+			p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", cpu, "ncpu", ncpu)
+			nano = c
+		}
+	} else {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	pids := h.PidsLimit
+	if pids == 0 {
+		pids = sandbox.DefaultPidsLimit
+	}
+	env := make(map[string]string, len(spec.Env)+1)
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = workdir // writable, unlike the image's idea of a home
+	}
+	r := &resolved{spec: spec, workdir: workdir, roots: sandbox.WritablePaths(workdir), uid: uid,
+		digest: specDigest(spec.Image, workdir, spec.Networking)}
+	name := p.containerName(spec.SessionID)
+	labels := p.labels(spec.SessionID)
+	labels[label.Spec] = r.digest
+	r.cfg = container.Spec{
+		Image:   spec.Image,
+		Cmd:     []string{"/bin/sh", "-c", "while :; do sleep 86400; done"},
+		Env:     env,
+		User:    fmt.Sprintf("%d:%d", uid, uid),
+		Workdir: workdir,
+		Network: network,
+		Limits:  container.Limits{NanoCPUs: nano, MemoryBytes: h.MemoryBytes, PidsLimit: pids},
+		CapAdd:  capAdd,
+		Labels:  labels,
+		Init:    true,
+	}
+	for i, root := range r.roots {
+		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
+	}
+	return r, nil
+}
+
+func reflectZero(h sandbox.Hardening) bool {
+	return h.CPUMillis == 0 && h.MemoryBytes == 0 && h.PidsLimit == 0 && h.EphemeralStorageBytes == 0 &&
+		h.CapDrop == nil && !h.ReadOnlyRootfs && h.RunAsUser == nil
+}
+
+// engineCPUs returns the engine's CPU count, asking once.
+func (p *Provider) engineCPUs(ctx context.Context) (int, error) {
+	p.mu.Lock()
+	n := p.ncpu
+	p.mu.Unlock()
+	if n > 0 {
+		return n, nil
+	}
+	info, err := p.eng.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	p.mu.Lock()
+	p.ncpu = info.NCPU
+	p.mu.Unlock()
+	return info.NCPU, nil
+}
+
+// maxProvisionAttempts bounds the create/adopt loop, which repeats only
+// when a container vanished between a create conflict and the inspect.
+const maxProvisionAttempts = 5
+
+// Provision implements sandbox.Provider.
+func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	start := time.Now()
+	r, err := p.resolve(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	name := p.containerName(spec.SessionID)
+	log := p.log.With("container", name, "session", string(spec.SessionID))
+	if spec.GateTokenRevoker != nil {
+		p.mu.Lock()
+		p.revokers[spec.SessionID] = spec.GateTokenRevoker
+		p.mu.Unlock()
+	}
+	cfg, err := r.cfg.Config()
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+		c, err := p.eng.ContainerInspect(ctx, name)
+		switch {
+		case err == nil:
+			b, err := p.adopt(ctx, r, c)
+			if err == nil {
+				log.Debug("adopted", "phase", "provision", "dur", time.Since(start))
+			}
+			return b, err
+		case !errors.Is(err, dockerapi.ErrNotFound):
+			return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
+		}
+		if err := p.volumes(ctx, r, name); err != nil {
+			return nil, err
+		}
+		id, err := p.eng.ContainerCreate(ctx, name, cfg)
+		if errors.Is(err, dockerapi.ErrConflict) {
+			continue // another Provision won; adopt what it made
+		}
+		if err != nil {
+			if errors.Is(err, dockerapi.ErrNotFound) {
+				return nil, fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", spec.Image, err)
+			}
+			return nil, fmt.Errorf("docker: create %s: %w", name, err)
+		}
+		b := p.box(id, name, spec.SessionID, r.workdir, r.uid)
+		if err := b.start(ctx); err != nil {
+			return nil, err
+		}
+		log.Info("provisioned", "phase", "provision", "dur", time.Since(start))
+		return b, nil
+	}
+	return nil, fmt.Errorf("docker: provision %s: the container kept vanishing", name)
+}
+
+// volumes creates (or finds) the writable volumes, refusing one that is not
+// ours.
+func (p *Provider) volumes(ctx context.Context, r *resolved, name string) error {
+	errs := make([]error, len(r.roots))
+	var wg sync.WaitGroup
+	for i := range r.roots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vn := volumeName(name, i)
+			v, err := p.eng.VolumeCreate(ctx, dockerapi.VolumeCreate{Name: vn, Labels: p.labels(r.spec.SessionID)})
+			if err != nil {
+				errs[i] = fmt.Errorf("docker: create volume %s: %w", vn, err)
+			} else if !p.ours(v.Labels, r.spec.SessionID) {
+				errs[i] = fmt.Errorf("docker: volume %s exists without this owner's labels; refusing to mount it", vn)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// adopt checks an existing container and starts it if needed.
+func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.ContainerJSON) (*box, error) {
+	name := strings.TrimPrefix(c.Name, "/")
+	if !p.ours(c.Config.Labels, r.spec.SessionID) {
+		return nil, fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to adopt it", name)
+	}
+	if got := c.Config.Labels[label.Spec]; got != r.digest {
+		var diffs []string
+		if c.Config.Image != r.spec.Image {
+			diffs = append(diffs, fmt.Sprintf("image %q, asked %q", c.Config.Image, r.spec.Image))
+		}
+		if c.Config.WorkingDir != r.workdir {
+			diffs = append(diffs, fmt.Sprintf("workdir %q, asked %q", c.Config.WorkingDir, r.workdir))
+		}
+		if len(diffs) == 0 {
+			diffs = append(diffs, "networking differs")
+		}
+		return nil, fmt.Errorf("docker: session %s: %w: %s", r.spec.SessionID, sandbox.ErrSpecMismatch, strings.Join(diffs, "; "))
+	}
+	b := p.box(c.ID, name, r.spec.SessionID, r.workdir, r.uid)
+	if c.State.Running {
+		return b, nil
+	}
+	return b, b.start(ctx)
+}
+
+// Attach implements sandbox.Provider.
+func (p *Provider) Attach(ctx context.Context, sessionID domain.ID) (sandbox.Sandbox, error) {
+	if err := sessionID.Validate(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	c, err := p.find(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if !c.State.Running {
+		return nil, fmt.Errorf("docker: session %s: sandbox is %s: %w", sessionID, c.State.Status, sandbox.ErrNotFound)
+	}
+	uid := int64(65534)
+	if u, _, _ := strings.Cut(c.Config.User, ":"); u != "" {
+		if n, err := strconv.ParseInt(u, 10, 64); err == nil {
+			uid = n
+		}
+	}
+	return p.box(c.ID, strings.TrimPrefix(c.Name, "/"), sessionID, c.Config.WorkingDir, uid), nil
+}
+
+// find returns session id's container in any state, or ErrNotFound.
+func (p *Provider) find(ctx context.Context, id domain.ID) (dockerapi.ContainerJSON, error) {
+	name := p.containerName(id)
+	c, err := p.eng.ContainerInspect(ctx, name)
+	if errors.Is(err, dockerapi.ErrNotFound) {
+		return c, fmt.Errorf("docker: session %s: %w", id, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("docker: inspect %s: %w", name, err)
+	}
+	if !p.ours(c.Config.Labels, id) {
+		return c, fmt.Errorf("docker: session %s: %s is not this owner's: %w", id, name, sandbox.ErrNotFound)
+	}
+	return c, nil
+}
+
+// Export implements sandbox.Provider.
+func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string) (io.ReadCloser, error) {
+	if err := sessionID.Validate(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if err := checkPath(root); err != nil {
+		return nil, fmt.Errorf("docker: export: %w", err)
+	}
+	c, err := p.find(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	rc, _, err := p.eng.ArchiveGet(ctx, c.ID, root)
+	if errors.Is(err, dockerapi.ErrNotFound) {
+		return nil, fmt.Errorf("docker: export %s: %w", root, sandbox.ErrFileNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("docker: export %s: %w", root, err)
+	}
+	return rc, nil
+}
+
+// Owned implements sandbox.Provider.
+func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
+	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession))})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list sandboxes: %w", err)
+	}
+	seen := map[domain.ID]bool{}
+	var out []domain.ID
+	for _, c := range cs {
+		id := domain.ID(c.Labels[label.Session])
+		if id.Validate() == nil && !seen[id] && p.ours(c.Labels, id) {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Reap implements sandbox.Provider.
+func (p *Provider) Reap(ctx context.Context, sessionID domain.ID) error {
+	if err := sessionID.Validate(); err != nil {
+		return fmt.Errorf("docker: %w", err)
+	}
+	return p.remove(ctx, sessionID, true)
+}
+
+// remove revokes (when asked and a revoker is known), then removes session
+// id's container and volumes and waits until they are gone.
+func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error {
+	name := p.containerName(id)
+	if revoke {
+		p.mu.Lock()
+		rv := p.revokers[id]
+		p.mu.Unlock()
+		if rv == nil {
+			rv = p.revoker
+		}
+		if rv != nil {
+			if err := rv.Revoke(ctx, id); err != nil {
+				return fmt.Errorf("docker: revoke gate token of %s (nothing removed): %w", id, err)
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
+	defer cancel()
+	start := time.Now()
+	for {
+		c, err := p.eng.ContainerInspect(rctx, name)
+		if errors.Is(err, dockerapi.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("docker: remove %s: %w", name, err)
+		}
+		if !p.ours(c.Config.Labels, id) {
+			return fmt.Errorf("docker: %s is not this owner's; not removing it", name)
+		}
+		err = p.eng.ContainerRemove(rctx, c.ID, dockerapi.RemoveOptions{Force: true, Volumes: true})
+		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
+			return fmt.Errorf("docker: remove %s: %w", name, err)
+		}
+		if err := sleep(rctx, 50*time.Millisecond, err == nil); err != nil {
+			return fmt.Errorf("docker: remove %s: %w", name, err)
+		}
+	}
+	vols, err := p.eng.VolumeList(rctx, dockerapi.LabelsFilter(p.labels(id)))
+	if err != nil {
+		return fmt.Errorf("docker: list volumes of %s: %w", id, err)
+	}
+	for _, v := range vols {
+		for {
+			err := p.eng.VolumeRemove(rctx, v.Name, true)
+			if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
+				break
+			}
+			if !errors.Is(err, dockerapi.ErrConflict) {
+				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
+			}
+			// Still in use: a concurrent Provision is creating the
+			// container again, or the engine is releasing it.
+			if err := sleep(rctx, 100*time.Millisecond, false); err != nil {
+				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
+			}
+		}
+	}
+	p.mu.Lock()
+	delete(p.revokers, id)
+	p.mu.Unlock()
+	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
+	return nil
+}
+
+// sleep waits d unless skip, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration, skip bool) error {
+	if skip {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkPath is sandbox's rule for paths: absolute, clean, below /, no
+// control characters.
+func checkPath(p string) error {
+	if p == "" || p[0] != '/' || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("path %q is not an absolute clean path below /", p)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return fmt.Errorf("path %q holds a control character", p)
+		}
+	}
+	return nil
+}

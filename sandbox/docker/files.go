@@ -1,0 +1,293 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// ReadFile implements sandbox.Sandbox.
+func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	rc, size, err := b.ReadFileStream(ctx, p, sandbox.MaxFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(rc, buf); err != nil {
+		return nil, fmt.Errorf("docker: read %s: %w", p, err)
+	}
+	return buf, nil
+}
+
+// ReadFileStream implements sandbox.Sandbox. Symlinks are followed inside
+// the sandbox (the engine resolves them within the container's root), at
+// most 16 of them.
+func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.ReadCloser, int64, error) {
+	if err := checkPath(p); err != nil {
+		return nil, 0, fmt.Errorf("docker: read: %w", err)
+	}
+	if maxBytes <= 0 {
+		maxBytes = sandbox.MaxFileBytes
+	}
+	asked := p
+	for hop := 0; ; hop++ {
+		rc, st, err := b.p.eng.ArchiveGet(ctx, b.id, p)
+		if err != nil {
+			return nil, 0, b.readErr(ctx, asked, err)
+		}
+		switch {
+		case st.Mode&os.ModeSymlink != 0:
+			rc.Close()
+			if hop >= maxSymlinkHops {
+				return nil, 0, fmt.Errorf("docker: read %s: more than %d symlinks", asked, maxSymlinkHops)
+			}
+			t := st.LinkTarget
+			if !strings.HasPrefix(t, "/") {
+				t = path.Join(path.Dir(p), t)
+			}
+			p = path.Clean(t)
+			if p == "/" {
+				return nil, 0, fmt.Errorf("docker: read %s: %w", asked, sandbox.ErrIsDirectory)
+			}
+			continue
+		case st.Mode.IsDir():
+			rc.Close()
+			return nil, 0, fmt.Errorf("docker: read %s: %w", asked, sandbox.ErrIsDirectory)
+		case !st.Mode.IsRegular():
+			rc.Close()
+			return nil, 0, fmt.Errorf("docker: read %s: %w", asked, sandbox.ErrNotRegularFile)
+		case st.Size > maxBytes:
+			rc.Close()
+			return nil, 0, fmt.Errorf("docker: read %s: %w: %d bytes, at most %d", asked, sandbox.ErrFileTooLarge, st.Size, maxBytes)
+		}
+		tr := tar.NewReader(rc)
+		h, err := tr.Next()
+		if err != nil {
+			rc.Close()
+			return nil, 0, fmt.Errorf("docker: read %s: %w", asked, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			rc.Close()
+			return nil, 0, fmt.Errorf("docker: read %s: changed while read: %w", asked, sandbox.ErrNotRegularFile)
+		}
+		if h.Size > maxBytes {
+			rc.Close()
+			return nil, 0, fmt.Errorf("docker: read %s: %w: %d bytes, at most %d", asked, sandbox.ErrFileTooLarge, h.Size, maxBytes)
+		}
+		return &readCloser{Reader: io.LimitReader(tr, h.Size), c: rc}, h.Size, nil
+	}
+}
+
+type readCloser struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r *readCloser) Close() error { return r.c.Close() }
+
+func (b *box) readErr(ctx context.Context, p string, err error) error {
+	if errors.Is(err, dockerapi.ErrNotFound) {
+		// The engine answers 404 for a missing path and for a missing
+		// container alike; tell them apart.
+		if _, ierr := b.p.eng.ContainerInspect(ctx, b.id); errors.Is(ierr, dockerapi.ErrNotFound) {
+			return fmt.Errorf("docker: session %s: %w", b.session, sandbox.ErrNotFound)
+		}
+		return fmt.Errorf("docker: read %s: %w", p, sandbox.ErrFileNotExist)
+	}
+	return fmt.Errorf("docker: read %s: %w", p, err)
+}
+
+// WriteFile implements sandbox.Sandbox.
+func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
+	return b.WriteFiles(ctx, []sandbox.FileWrite{{Path: p, Data: data}})
+}
+
+// WriteFileStream implements sandbox.Sandbox. The source is read whole
+// (size is at most sandbox.MaxFileBytes) before anything is sent, so a
+// source shorter or longer than size lands nothing and leaves nothing.
+func (b *box) WriteFileStream(ctx context.Context, p string, src io.Reader, size int64) error {
+	if err := sandbox.CheckWriteSize(size); err != nil {
+		return fmt.Errorf("docker: write %s: %w", p, err)
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(src, buf); err != nil {
+		return fmt.Errorf("docker: write %s: source shorter than %d bytes: %w", p, size, err)
+	}
+	var one [1]byte
+	if n, err := io.ReadFull(src, one[:]); n > 0 {
+		return fmt.Errorf("docker: write %s: source longer than %d bytes", p, size)
+	} else if err != io.EOF {
+		return fmt.Errorf("docker: write %s: reading the source: %w", p, err)
+	}
+	return b.WriteFile(ctx, p, buf)
+}
+
+// WriteFiles implements sandbox.Sandbox.
+func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
+	// Everything is checked before anything moves; the first file outside
+	// every writable place ends the write there.
+	var groups [][]sandbox.FileWrite
+	var groupRoots []string
+	index := map[string]int{}
+	var stop error
+	for _, f := range files {
+		if err := checkPath(f.Path); err != nil {
+			return fmt.Errorf("docker: write: %w", err)
+		}
+		root := b.rootOf(f.Path)
+		if root == "" {
+			stop = fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: f.Path, Reason: "read-only root filesystem (writable: " + strings.Join(b.roots, ", ") + ")"})
+			break
+		}
+		if f.Path == root {
+			stop = fmt.Errorf("docker: write %s: %w", f.Path, sandbox.ErrIsDirectory)
+			break
+		}
+		i, ok := index[root]
+		if !ok {
+			i = len(groups)
+			index[root] = i
+			groups = append(groups, nil)
+			groupRoots = append(groupRoots, root)
+		}
+		groups[i] = append(groups[i], f)
+	}
+	for i, g := range groups {
+		bw, err := sandbox.NewBulkWrite(groupRoots[i], g)
+		if err != nil {
+			return fmt.Errorf("docker: %w", err)
+		}
+		if err := b.bulk(ctx, bw, g); err != nil {
+			return err
+		}
+	}
+	return stop
+}
+
+// rootOf returns the writable root holding p, or "".
+func (b *box) rootOf(p string) string {
+	for _, r := range b.roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return r
+		}
+	}
+	return ""
+}
+
+// bulk runs one BulkWrite: prepare, upload, rename; discard on failure.
+func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.FileWrite) error {
+	targets := make([]string, len(files))
+	for i, f := range files {
+		targets[i] = f.Path
+	}
+	res, err := b.script(ctx, b.user(), sandbox.BulkPrepareShell, targets...)
+	if err != nil {
+		return err
+	}
+	fault := bw.Fault("docker", res.code, res.stderr)
+	if len(bw.Delivered()) == 0 {
+		return fault
+	}
+	err = b.put(ctx, bwRoot(bw), bw.Archive)
+	if err != nil {
+		b.discard(ctx, bw)
+		if errors.Is(err, dockerapi.ErrForbidden) {
+			return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: targets[0], Reason: "the engine refused the upload: " + err.Error()})
+		}
+		if errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound) {
+			return b.execErr(err)
+		}
+		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
+	}
+	res, err = b.script(ctx, b.user(), sandbox.BulkRenameShell, bw.Manifest, bw.DirList)
+	if err != nil {
+		b.discard(ctx, bw)
+		return err
+	}
+	if res.code != 0 {
+		ferr := bw.Fault("docker", res.code, res.stderr)
+		b.discard(ctx, bw)
+		if bw.LostItsList(res.stdout) {
+			return fmt.Errorf("%w (the upload arrived incomplete)", ferr)
+		}
+		return ferr
+	}
+	return fault
+}
+
+// bwRoot is the directory a BulkWrite's archive is extracted in: the
+// directory of its manifest.
+func bwRoot(bw *sandbox.BulkWrite) string { return path.Dir(bw.Manifest) }
+
+// discard removes what bw delivered, on its own budget; what the sandbox
+// user cannot remove is first replaced by the engine with empty files the
+// user owns.
+func (b *box) discard(ctx context.Context, bw *sandbox.BulkWrite) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardBudget)
+	defer cancel()
+	log := b.p.log.With("container", b.name, "phase", "discard")
+	for round := 0; round < 2; round++ {
+		res, err := b.script(dctx, b.user(), sandbox.BulkDiscardShell, bw.Delivered()...)
+		if err != nil {
+			log.Warn("discard", "err", err)
+			return
+		}
+		left := bw.LeftBehind(res.stdout)
+		if len(left) == 0 {
+			return
+		}
+		empty := func(w io.Writer) error { return bw.EmptyArchive(left, w) }
+		if err := b.put(dctx, bwRoot(bw), empty); err != nil {
+			log.Warn("discard: replace what the user cannot remove", "err", err)
+			return
+		}
+	}
+}
+
+// put uploads the tar that write produces into dir, with every member owned
+// by the sandbox user. (The engine's copyUIDGID would look the user up in
+// the image's passwd file, which need not know it.) The tar is streamed.
+func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error) error {
+	pr, pw := io.Pipe()
+	go func() {
+		src, srcw := io.Pipe()
+		go func() { srcw.CloseWithError(write(srcw)) }()
+		err := chown(pw, src, int(b.uid), int(b.uid))
+		src.CloseWithError(io.ErrClosedPipe)
+		pw.CloseWithError(err)
+	}()
+	err := b.p.eng.ArchivePut(ctx, b.id, dir, pr, dockerapi.PutOptions{NoOverwriteDirNonDir: true})
+	pr.CloseWithError(io.ErrClosedPipe)
+	return err
+}
+
+// chown copies the tar r to w with every member owned by uid:gid.
+func chown(w io.Writer, r io.Reader, uid, gid int) error {
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return tw.Close()
+		}
+		if err != nil {
+			return err
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+}
