@@ -642,3 +642,50 @@ func TestListAndListPinned(t *testing.T) {
 		t.Errorf("ListPinned = %+v; want the one present image, pinned as %s", pinned, ref)
 	}
 }
+
+// discardEngine reads the whole archive without keeping it, and never has
+// the image.
+type discardEngine struct {
+	fakeEngine
+	read int64
+}
+
+func (d *discardEngine) ImageLoad(ctx context.Context, r io.Reader) (dockerapi.LoadResult, error) {
+	n, err := io.Copy(io.Discard, r)
+	d.read += n
+	return dockerapi.LoadResult{}, err
+}
+
+func TestBuildStreams(t *testing.T) {
+	root := fakeGoRoot(t)
+	const big = 64 << 20
+	f, err := os.Create(filepath.Join(root, "src", "runtime", "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(big); err != nil { // sparse: cheap to make and read
+		t.Fatal(err)
+	}
+	f.Close()
+
+	eng := &discardEngine{fakeEngine: fakeEngine{images: map[string]dockerapi.Image{}}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = Build(context.Background(), eng, Options{GoRoot: root, NoBusybox: true})
+	runtime.ReadMemStats(&after)
+	// The engine read it all but kept nothing, so the confirming inspect
+	// does not find the image.
+	if err == nil || !strings.Contains(err.Error(), "is not there") {
+		t.Errorf("Build = %v; want the confirming inspect to fail", err)
+	}
+	if eng.read < big {
+		t.Errorf("engine read %d bytes; want more than %d", eng.read, big)
+	}
+	// Hashing and streaming 64 MiB twice must not allocate anything like it.
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %d bytes while streaming %d", alloc, eng.read)
+	if alloc > big/4 {
+		t.Errorf("Build allocated %d bytes for a %d-byte file; want it streamed", alloc, big)
+	}
+}

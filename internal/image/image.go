@@ -187,7 +187,8 @@ func load(ctx context.Context, eng Engine, p *plan) error {
 	// The engine may stop reading early (an error); unblock the writer.
 	pr.CloseWithError(errStoppedReading)
 	writeErr := <-done
-	if writeErr != nil && !errors.Is(writeErr, errStoppedReading) {
+	stopped := errors.Is(writeErr, errStoppedReading) || errors.Is(writeErr, io.ErrClosedPipe)
+	if writeErr != nil && !stopped {
 		// The writer's failure (a changed file, a cancel) is the cause;
 		// the engine's answer to a cut archive only follows from it.
 		return writeErr
@@ -195,7 +196,9 @@ func load(ctx context.Context, eng Engine, p *plan) error {
 	if loadErr != nil {
 		return fmt.Errorf("image: load %s: %w", p.id, loadErr)
 	}
-	return writeErr
+	// The engine answered success, perhaps before reading the archive's
+	// zero padding; the inspect that follows confirms the load.
+	return nil
 }
 
 func tagAll(ctx context.Context, t Engine, id string, tags []string) error {
