@@ -20,7 +20,7 @@ var goInfo = []string{
 // make the check Inconclusive, because the code was not judged.
 func ParseBuild(in Input) *Report {
 	r := &Report{}
-	diagnostics(r, in.Stderr, in, KindBuild)
+	diagnostics(r, in.Stderr, in, KindBuild, false)
 	judgeDiag(r, in)
 	return r
 }
@@ -30,7 +30,7 @@ func ParseBuild(in Input) *Report {
 // package did not type-check) and load errors are KindBuild findings.
 func ParseVet(in Input) *Report {
 	r := &Report{}
-	diagnostics(r, in.Stderr, in, KindVet)
+	diagnostics(r, in.Stderr, in, KindVet, false)
 	judgeDiag(r, in)
 	return r
 }
@@ -70,8 +70,12 @@ func common(r *Report, in Input) {
 // diagnostics parses compiler, vet and go command text: "# pkg" headers,
 // "file:line:col: message" lines, tab-indented continuation lines, and
 // other lines, which start a finding of their own. kind is the kind of a
-// positional diagnostic that carries no "vet: " prefix.
-func diagnostics(r *Report, text []byte, in Input, kind Kind) {
+// positional diagnostic that carries no "vet: " prefix. With attributed,
+// only go command errors and lines that can be tied to a package (by a
+// header or a file in the module) become findings: go test's stderr is not
+// where failures of code that built are reported, so other text there
+// cannot explain a failure.
+func diagnostics(r *Report, text []byte, in Input, kind Kind, attributed bool) {
 	var (
 		header string   // package from the last "# pkg" line
 		cur    *Finding // finding being continued
@@ -83,7 +87,9 @@ func diagnostics(r *Report, text []byte, in Input, kind Kind) {
 		}
 		cur.Message = Normalize(cur.Message, in.ModuleDir)
 		cur.Detail = strings.Join(raw, "\n")
-		r.add(*cur)
+		if !attributed || cur.Package != "" || cur.Kind == KindToolchain {
+			r.add(*cur)
+		}
 		cur, raw = nil, nil
 	}
 	for _, line := range lines(text) {

@@ -160,7 +160,7 @@ func ParseTest(in Input) *Report {
 	}
 	sort.Strings(ips)
 	for _, ip := range ips {
-		diagnostics(r, []byte(strings.Join(builds[ip], "\n")), in, KindBuild)
+		diagnostics(r, []byte(strings.Join(builds[ip], "\n")), in, KindBuild, false)
 	}
 	var stray []string
 	for _, line := range lines(in.Stderr) {
@@ -171,7 +171,7 @@ func ParseTest(in Input) *Report {
 		}
 		stray = append(stray, line)
 	}
-	diagnostics(r, []byte(strings.Join(stray, "\n")), in, KindBuild)
+	diagnostics(r, []byte(strings.Join(stray, "\n")), in, KindBuild, true)
 	// Stderr is not where go test reports failures of code that built:
 	// progress lines aside, a go command error there means the packages
 	// were not all judged.
