@@ -42,7 +42,9 @@ func parseStat(h http.Header) (PathStat, error) {
 
 // ArchiveStat stats path in the container (HEAD /containers/{id}/archive). A
 // missing path or container matches ErrNotFound. It works on stopped
-// containers.
+// containers. Like every archive call it sees the image's layers and the
+// volumes and binds, but not a tmpfs: a path under a tmpfs is ErrNotFound (or
+// the directory the tmpfs hides).
 func (c *Client) ArchiveStat(ctx context.Context, id, path string) (PathStat, error) {
 	resp, err := c.send(ctx, request{method: http.MethodHead, path: "/containers/" + pathEscape(id) + "/archive", query: url.Values{"path": {path}}})
 	if err != nil {
@@ -79,8 +81,9 @@ type PutOptions struct {
 }
 
 // ArchivePut extracts the tar read from r into the directory dir of the
-// container. The engine extracts as root; a read-only root or a missing dir
-// fails (ErrForbidden, ErrNotFound), and the extraction is not atomic.
+// container. The engine extracts as root; a missing dir matches ErrNotFound,
+// a read-only root fails with an *Error (500 from Engine 20.10), and the
+// extraction is not atomic.
 func (c *Client) ArchivePut(ctx context.Context, id, dir string, r io.Reader, opts PutOptions) error {
 	q := url.Values{"path": {dir}}
 	if opts.NoOverwriteDirNonDir {

@@ -421,3 +421,14 @@ func TestCreateBody(t *testing.T) {
 		t.Errorf("Env on the wire = %#v; want []", body["Env"])
 	}
 }
+
+func TestCreateNeedsImage(t *testing.T) {
+	f, c := newFake(t, "1.41")
+	f.handle("POST /containers/create", answer(201, "application/json", `{"Id":"abc"}`))
+	if id, err := c.ContainerCreate(context.Background(), "x", dockerapi.ContainerConfig{Cmd: []string{"true"}}); err == nil {
+		t.Fatalf("ContainerCreate without an image = %q; want an error", id)
+	}
+	if got := f.requests(); len(got) != 0 {
+		t.Errorf("engine saw %q", got)
+	}
+}

@@ -125,6 +125,10 @@ type EndpointSettings struct {
 // ContainerCreate creates a container named name ("" lets the engine pick)
 // and returns its ID. A name already taken matches ErrConflict.
 func (c *Client) ContainerCreate(ctx context.Context, name string, cfg ContainerConfig) (string, error) {
+	if cfg.Image == "" {
+		// Engine 20.10 accepts it and makes a container with an empty root.
+		return "", fmt.Errorf("dockerapi: create %q: no image", name)
+	}
 	q := url.Values{}
 	if name != "" {
 		q.Set("name", name)

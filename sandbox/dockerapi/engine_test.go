@@ -679,7 +679,11 @@ func (f *fixture) exec(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// /tmp is a tmpfs, which archive calls do not see: look from inside.
+	// /tmp is a tmpfs, which archive calls do not see ...
+	if _, err := c.ArchiveStat(ctx, id, "/tmp/detached"); !isNotFound(err) {
+		t.Errorf("ArchiveStat(file in a tmpfs) = %v; want ErrNotFound", err)
+	}
+	// ... so look from inside.
 	eid, err = c.ExecCreate(ctx, id, dockerapi.ExecConfig{Cmd: []string{"ls", "/tmp/detached"}, AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		t.Fatal(err)
