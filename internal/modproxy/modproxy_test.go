@@ -270,3 +270,74 @@ func goEnv(t *testing.T, proxy string) []string {
 func fileURL(dir string) string {
 	return "file://" + filepath.ToSlash(dir)
 }
+
+// TestFixtureRepos_GoSumMatches checks every go.sum line of the fixture
+// repositories against the generated proxy, so the fixtures verify offline
+// with the checksum database off and a read-only source tree.
+func TestFixtureRepos_GoSumMatches(t *testing.T) {
+	out := t.TempDir()
+	if err := Generate(fixtures, out); err != nil {
+		t.Fatal(err)
+	}
+	mods, err := Scan(fixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := make(map[string]bool)
+	for _, m := range mods {
+		lines, err := GoSumLines(out, m.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+			valid[l] = true
+		}
+	}
+	sums, err := filepath.Glob(filepath.Join("..", "..", "testdata", "repos", "*", "go.sum"))
+	if err != nil || len(sums) == 0 {
+		t.Fatalf("no fixture go.sum files: %v", err)
+	}
+	for _, p := range sums {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if !valid[l] {
+				t.Errorf("%s: %q does not match the fixture proxy", p, l)
+			}
+		}
+	}
+}
+
+func TestGenerate_EscapesPaths(t *testing.T) {
+	src := t.TempDir()
+	dir := filepath.Join(src, "stockade.test", "Upper@v1.0.0-Beta.1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module stockade.test/Upper\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "p")
+	if err := Generate(src, out); err != nil {
+		t.Fatal(err)
+	}
+	got := snapshot(t, out)
+	for _, want := range []string{"stockade.test/!upper/@v/v1.0.0-!beta.1.zip", "stockade.test/!upper/@v/list", "stockade.test/!upper/@latest"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("missing %s; have %v", want, keysOf(got))
+		}
+	}
+	if l := string(got["stockade.test/!upper/@v/list"]); l != "v1.0.0-Beta.1\n" {
+		t.Errorf("list = %q; want the unescaped version", l)
+	}
+}
+
+func keysOf(m map[string][]byte) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
