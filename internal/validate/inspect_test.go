@@ -1,0 +1,271 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/modproxy"
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden reports in testdata/")
+
+// repos is the fixture repositories' directory.
+var repos = filepath.Join("..", "..", "testdata", "repos")
+
+// shared is what the engine tests of this package share, made once: the
+// toolchain image, the fixture proxy and one data directory, so the
+// trusted build-cache seed is built at most once per test process.
+var shared struct {
+	once    sync.Once
+	err     error
+	eng     *dockerapi.Client
+	proxy   string // generated fixture proxy
+	dataDir string
+	tmp     string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.tmp != "" {
+		removeTree(shared.tmp)
+	}
+	os.Exit(code)
+}
+
+// removeTree removes dir, making what the tests made read-only writable
+// first.
+func removeTree(dir string) {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
+}
+
+// engine returns the shared engine client, fixture proxy and data
+// directory, or skips (fails under STOCKADE_REQUIRE_ENGINE=1) without an
+// engine. The toolchain image is built from the host's Go if missing, as
+// inspect itself would.
+func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
+	t.Helper()
+	c := enginetest.Client(t)
+	shared.once.Do(func() {
+		shared.eng = c
+		shared.tmp, shared.err = os.MkdirTemp("", "stockade-validate-")
+		if shared.err != nil {
+			return
+		}
+		shared.proxy = filepath.Join(shared.tmp, "proxy")
+		if shared.err = modproxy.Generate(filepath.Join("..", "..", "testdata", "modules"), shared.proxy); shared.err != nil {
+			return
+		}
+		shared.dataDir = filepath.Join(shared.tmp, "data")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		_, shared.err = image.Build(ctx, c, image.Options{})
+	})
+	if shared.err != nil {
+		t.Fatalf("preparing the shared engine fixtures: %v", shared.err)
+	}
+	return c, shared.proxy, shared.dataDir
+}
+
+// goldenCompare checks the normalized text and JSON reports of r against
+// testdata/<name>.txt and .json.
+func goldenCompare(t *testing.T, name string, r *report.Report) {
+	t.Helper()
+	n := report.Normalized(r)
+	var text, js bytes.Buffer
+	if err := report.WriteText(&text, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteJSON(&js, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []struct {
+		ext string
+		got []byte
+	}{{".txt", text.Bytes()}, {".json", js.Bytes()}} {
+		path := filepath.Join("testdata", name+g.ext)
+		if *update {
+			if err := os.WriteFile(path, g.got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test -update to create it)", err)
+		}
+		if !bytes.Equal(g.got, want) {
+			t.Errorf("%s differs from the golden report (go test -update accepts it):\n--- got\n%s\n--- want\n%s", path, g.got, want)
+		}
+	}
+}
+
+// noEngine fails the test on any engine call: refusals must not need one.
+type noEngine struct {
+	Engine // nil: every call panics
+}
+
+func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
+	for _, tc := range []struct{ repo, kind string }{
+		{"workspace", "workspace"},
+		{"vendored", "vendor"},
+		{"nested-module", "nested_module"},
+		{"local-replace", "local_replace"},
+		{"submodule", "submodule"},
+		{"symlink-escape", "symlink_escape"},
+		{"newer-go", "go_version"},
+	} {
+		t.Run(tc.repo, func(t *testing.T) {
+			dir, err := filepath.Abs(filepath.Join(repos, tc.repo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, DataDir: t.TempDir()})
+			if err != nil {
+				t.Fatalf("Inspect = %v; want a refusal report", err)
+			}
+			if rep.Verdict != report.Unsupported || rep.ExitCode != 2 || rep.Refusal == nil || rep.Refusal.Kind != tc.kind {
+				t.Fatalf("Inspect: verdict %s, exit %d, refusal %+v; want unsupported, 2, %s", rep.Verdict, rep.ExitCode, rep.Refusal, tc.kind)
+			}
+			if len(rep.Checks) != 0 || rep.Image != nil {
+				t.Errorf("a refused module has checks or an image: %+v", rep)
+			}
+			pre, refused := Refuse(dir)
+			if !refused || pre.Refusal.Kind != tc.kind {
+				t.Errorf("Refuse(%s) = %+v, %v; want the same refusal", tc.repo, pre, refused)
+			}
+			goldenCompare(t, tc.repo, rep)
+		})
+	}
+}
+
+// fixture is one engine-backed fixture run and what must hold of it
+// beyond its golden report.
+type fixture struct {
+	repo    string
+	timeout time.Duration // validation timeout; zero means fixtureTimeout
+	verdict report.Verdict
+	check   func(t *testing.T, r *report.Report)
+}
+
+// fixtureTimeout bounds each fixture's validation: a seeded cache compiles
+// the standard library zero times, so each takes seconds, but the engine
+// may be shared with other test packages.
+const fixtureTimeout = 8 * time.Minute
+
+// hangTimeout is the hang fixture's validation timeout: long enough to
+// build, vet and start the tests, then it kills TestForever.
+const hangTimeout = 3 * time.Minute
+
+func checkStatus(t *testing.T, r *report.Report, name string, want report.Status, reasonPart string) {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.Name != name {
+			continue
+		}
+		if c.Status != want {
+			t.Errorf("check %s = %s %q; want %s", name, c.Status, c.Reasons, want)
+		}
+		if reasonPart != "" && !strings.Contains(strings.Join(c.Reasons, "; "), reasonPart) {
+			t.Errorf("check %s reasons %q; want one mentioning %q", name, c.Reasons, reasonPart)
+		}
+		return
+	}
+	t.Errorf("no %s check in %+v", name, r.Checks)
+}
+
+var fixtures = []fixture{
+	{repo: "clean", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		var newer bool
+		for _, c := range r.Candidates {
+			if c.Path == "stockade.test/nextgo" && c.Version == "v0.2.0" {
+				newer = c.RequiresNewerToolchain && c.GoVersion == "1.99"
+			}
+		}
+		if !newer {
+			t.Errorf("candidates %+v: want nextgo v0.2.0 flagged requires_newer_toolchain (go 1.99)", r.Candidates)
+		}
+		if r.Image == nil || !r.Image.StandIn || !r.Image.Local {
+			t.Errorf("image %+v: want the local go 1.26 image standing in for go 1.24", r.Image)
+		}
+	}},
+	{repo: "failing-test", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckTest, report.StatusFail, "")
+	}},
+	{repo: "build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckBuild, report.StatusFail, "")
+	}},
+	{repo: "vet-finding", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckBuild, report.StatusPass, "")
+		checkStatus(t, r, CheckVet, report.StatusFail, "")
+	}},
+	{repo: "test-build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckBuild, report.StatusPass, "")
+		checkStatus(t, r, CheckTest, report.StatusFail, "")
+	}},
+	{repo: "hang", timeout: hangTimeout, verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckTest, report.StatusInconclusive, "timed out")
+	}},
+	{repo: "big-output", verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckTest, report.StatusInconclusive, "truncated")
+	}},
+	{repo: "old-go", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		if r.Image == nil || !r.Image.StandIn {
+			t.Errorf("image %+v: want a newer image standing in for go 1.16", r.Image)
+		}
+	}},
+}
+
+// TestInspect_Fixtures runs inspect on every fixture repository that is
+// not refused and compares the normalized report with its golden file.
+func TestInspect_Fixtures(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	for _, fx := range fixtures {
+		t.Run(fx.repo, func(t *testing.T) {
+			dir, err := filepath.Abs(filepath.Join(repos, fx.repo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			timeout := fx.timeout
+			if timeout == 0 {
+				timeout = fixtureTimeout
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
+			defer cancel()
+			start := time.Now()
+			rep, err := Inspect(ctx, eng, InspectOptions{
+				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: timeout,
+				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+			})
+			if err != nil {
+				t.Fatalf("Inspect(%s) = %v", fx.repo, err)
+			}
+			t.Logf("%s: %s in %v (%+v)", fx.repo, rep.Verdict, time.Since(start).Round(time.Millisecond), rep.Timings.Phases)
+			if rep.Verdict != fx.verdict || rep.ExitCode != fx.verdict.ExitCode() {
+				var b bytes.Buffer
+				report.WriteText(&b, rep)
+				t.Errorf("verdict %s (exit %d); want %s\n%s", rep.Verdict, rep.ExitCode, fx.verdict, b.String())
+			}
+			if fx.check != nil {
+				fx.check(t, rep)
+			}
+			goldenCompare(t, fx.repo, rep)
+		})
+	}
+}
