@@ -17,20 +17,21 @@ import (
 
 // formatVersion names the layout this file composes. Bump it whenever the
 // layers or config change for the same inputs, so the inputs digest says so.
-const formatVersion = "1"
+const formatVersion = "2"
 
 // applets are the busybox applets linked into /bin: what sh scripts and the
 // session helpers call, nothing that administers a machine. A busybox built
 // without one of them answers "applet not found" for that name only.
 var applets = []string{
-	"[", "awk", "basename", "cat", "chmod", "cmp", "cp", "cut", "date", "dd",
-	"diff", "dirname", "du", "echo", "egrep", "env", "expr", "false", "fgrep",
-	"find", "grep", "gunzip", "gzip", "head", "id", "kill", "ln", "ls",
-	"md5sum", "mkdir", "mkfifo", "mktemp", "mv", "nproc", "od", "printf",
-	"ps", "pwd", "readlink", "realpath", "rm", "rmdir", "sed", "seq", "setsid",
-	"sh", "sha256sum", "sleep", "sort", "stat", "tail", "tar", "tee", "test",
-	"timeout", "touch", "tr", "true", "uname", "uniq", "unzip", "wc", "which",
-	"whoami", "xargs", "yes", "zcat",
+	"[", "awk", "base64", "basename", "cat", "chmod", "cmp", "cp", "cut",
+	"date", "dd", "diff", "dirname", "du", "echo", "egrep", "env", "expr",
+	"false", "fgrep", "find", "grep", "gunzip", "gzip", "head", "hostname",
+	"id", "kill", "ln", "ls", "md5sum", "mkdir", "mkfifo", "mktemp", "mv",
+	"nproc", "od", "pidof", "printf", "ps", "pwd", "readlink", "realpath",
+	"rm", "rmdir", "sed", "seq", "setsid", "sh", "sha256sum", "sleep", "sort",
+	"stat", "sync", "tail", "tar", "tee", "test", "timeout", "touch", "tr",
+	"true", "truncate", "uname", "uniq", "unzip", "wc", "which", "whoami",
+	"xargs", "yes", "zcat",
 }
 
 // The files of /etc. Root and nobody (65534:65534) are the only users;

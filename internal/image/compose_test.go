@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -687,5 +688,27 @@ func TestBuildStreams(t *testing.T) {
 	t.Logf("allocated %d bytes while streaming %d", alloc, eng.read)
 	if alloc > big/4 {
 		t.Errorf("Build allocated %d bytes for a %d-byte file; want it streamed", alloc, big)
+	}
+}
+
+// TestAppletsExist checks every applet linked into /bin against the host's
+// busybox: a link to a missing applet would fail only when called.
+func TestAppletsExist(t *testing.T) {
+	bb := hostBusybox(t)
+	out, err := exec.Command(bb, "--list").Output()
+	if err != nil {
+		t.Skipf("%s --list: %v", bb, err)
+	}
+	have := map[string]bool{}
+	for _, a := range strings.Fields(string(out)) {
+		have[a] = true
+	}
+	for _, a := range applets {
+		if !have[a] {
+			t.Errorf("applet %q is linked but %s lacks it", a, bb)
+		}
+	}
+	if !sort.StringsAreSorted(applets) {
+		t.Error("applets are not sorted")
 	}
 }
