@@ -25,6 +25,8 @@ const (
 	// CacheDirMode is the mode of every directory a container writes:
 	// the container user is not the host user.
 	CacheDirMode = 0o777
+	// RunDirMode is a run directory's mode inside the data directory.
+	RunDirMode = 0o711
 	// LockFile is the name of the lock file in the data directory.
 	LockFile = "lock"
 	// lockPoll is how often a waiting run retries the lock.

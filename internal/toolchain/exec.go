@@ -17,7 +17,7 @@ import (
 // its context ended.
 var ErrContainerEnded = errors.New("toolchain: long-lived container has ended")
 
-// Container is a long-lived Execute container for one validation. Its steps
+// Container is a long-lived container for one validation. Its steps
 // (build, vet, test) run as execs in it, each under its own in-container
 // timeout with its own exit code and capped output, and share its fresh
 // build cache and /tmp; no other validation ever uses either. Close removes
@@ -26,10 +26,12 @@ var ErrContainerEnded = errors.New("toolchain: long-lived container has ended")
 // return ErrContainerEnded.
 type Container struct {
 	r          *Runner
+	job        Job // as checked, with the run's caches filled in
 	id, name   string
 	buildCache string
 	workdir    string
-	lifetime   time.Duration
+
+	created, started time.Duration // engine phases, for Result.Phases
 
 	mu     sync.Mutex
 	ended  bool
@@ -61,19 +63,6 @@ func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 	if lifetime == 0 {
 		lifetime = min(3*timeoutOf(r.cfg, Job{}), MaxTimeout)
 	}
-	job.Timeout = lifetime
-	job.Cmd = []string{"sleep", strconv.FormatInt(int64((lifetime+time.Second-1)/time.Second), 10)}
-	if err := r.checkJob(&job); err != nil {
-		return nil, err
-	}
-	spec, err := NewSpec(r.cfg, job)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := spec.Config()
-	if err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	if r.used[job.BuildCache] {
 		r.mu.Unlock()
@@ -81,12 +70,34 @@ func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 	}
 	r.used[job.BuildCache] = true
 	r.mu.Unlock()
+	job.Timeout = 0 // steps take Config.Timeout unless they say
+	return r.start(ctx, job, lifetime)
+}
 
+// start checks job (its Cmd is replaced) and starts its container, whose
+// main process sleeps for lifetime under the in-container timeout.
+func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*Container, error) {
+	secs := int64((lifetime + time.Second - 1) / time.Second)
+	job.Cmd = []string{"sleep", strconv.FormatInt(secs, 10)}
+	if err := r.checkJob(&job); err != nil {
+		return nil, err
+	}
+	spec, err := NewSpec(r.cfg, job)
+	if err != nil {
+		return nil, err
+	}
+	spec.Cmd = TimeoutCmd(lifetime, job.Cmd)
+	cfg, err := spec.Config()
+	if err != nil {
+		return nil, err
+	}
 	b := r.budgetsOrDefault()
-	c := &Container{r: r, name: container.RandomName("tc-execute"), buildCache: job.BuildCache, workdir: spec.Workdir, lifetime: lifetime}
+	c := &Container{r: r, job: job, name: container.RandomName("tc-" + string(job.Profile)), buildCache: job.BuildCache, workdir: spec.Workdir}
+	t := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, b.Create)
 	c.id, err = r.eng.ContainerCreate(cctx, c.name, cfg)
 	cancel()
+	c.created = time.Since(t)
 	if err != nil {
 		var apiErr *dockerapi.Error
 		if !errors.As(err, &apiErr) {
@@ -103,14 +114,16 @@ func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 	}
 	r.live[c] = true
 	r.mu.Unlock()
+	t = time.Now()
 	sctx, cancel := context.WithTimeout(ctx, b.Start)
 	err = r.eng.ContainerStart(sctx, c.id)
 	cancel()
+	c.started = time.Since(t)
 	if err != nil {
 		c.Close(ctx)
 		return nil, fmt.Errorf("toolchain: start %s: %w", c.name, err)
 	}
-	r.log.Debug("started", "container", c.name, "profile", string(Execute))
+	r.log.Debug("started", "container", c.name, "profile", string(job.Profile))
 	return c, nil
 }
 
@@ -138,7 +151,7 @@ func (c *Container) BuildCache() string { return c.buildCache }
 // ExecOptions configure one step.
 type ExecOptions struct {
 	// Dir is the working directory; empty means the container's (SourceDir
-	// when there is a source).
+	// when there is a source, else TmpDir).
 	Dir string
 	// Env adds variables from the ExtraEnv allowlist.
 	Env map[string]string
@@ -163,11 +176,12 @@ func (c *Container) Exec(ctx context.Context, argv []string, o ExecOptions) (Res
 	}
 	r := c.r
 	// Check the step as a Job of the profile would be checked.
-	probe := Job{Profile: Execute, Cmd: argv, Dir: o.Dir, Env: o.Env, Timeout: o.Timeout, BuildCache: c.buildCache}
-	if err := checkJob(r.cfg, probe); err != nil {
+	step := c.job
+	step.Cmd, step.Dir, step.Env, step.Timeout = argv, o.Dir, o.Env, o.Timeout
+	if err := checkJob(r.cfg, step); err != nil {
 		return res, err
 	}
-	timeout := timeoutOf(r.cfg, probe)
+	timeout := timeoutOf(r.cfg, step)
 	capBytes := o.OutputCap
 	if capBytes == 0 {
 		capBytes = r.cfg.OutputCap

@@ -129,6 +129,13 @@ func writableDirs(dir string) []string {
 	return out
 }
 
+// cleanupScript makes every directory below the mounts that the container
+// user owns writable, then removes everything it can; what belongs to the
+// host user is left for the host.
+const cleanupScript = `find /cleanup -mindepth 2 -type d -exec chmod u+rwx {} + 2>/dev/null
+find /cleanup -mindepth 2 -depth -exec rm -rf {} + 2>/dev/null
+exit 0`
+
 // cleanupTimeout bounds the cleanup container's command.
 const cleanupTimeout = 5 * time.Minute
 
@@ -143,7 +150,7 @@ func (r *Runner) removeInContainer(ctx context.Context, dirs []string) error {
 	const target = "/cleanup"
 	spec := container.Spec{
 		Image:   r.cfg.Image,
-		Cmd:     TimeoutCmd(cleanupTimeout, []string{"sh", "-c", `chmod -R u+rwx ` + target + ` 2>/dev/null; find ` + target + ` -mindepth 2 -depth -exec rm -rf {} + 2>/dev/null; exit 0`}),
+		Cmd:     TimeoutCmd(cleanupTimeout, []string{"sh", "-c", cleanupScript}),
 		Env:     map[string]string{"PATH": PathEnv, "HOME": TmpDir},
 		User:    ContainerUser,
 		Workdir: TmpDir,

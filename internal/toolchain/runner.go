@@ -159,7 +159,10 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	if err := r.removeStaleRuns(ctx); err != nil {
 		return fail(err)
 	}
-	if r.runDir, err = mkdirFresh(dir, "run", DataDirMode); err != nil {
+	// The run directory is searchable (not listable) by the container user,
+	// so the probe can reach its marker; the 0700 data directory above it
+	// keeps other host users out.
+	if r.runDir, err = mkdirFresh(dir, "run", RunDirMode); err != nil {
 		return fail(err)
 	}
 	if r.modCache, err = r.mkdir("modcache", kindModCache); err != nil {
@@ -303,42 +306,53 @@ func (r *Runner) checkJob(j *Job) error {
 	return own("Source", j.Source, kindSnapshot)
 }
 
+// runOptions are container.Run's options for the helper containers
+// (probe, cleanup), which run no repository code and print little.
 func (r *Runner) runOptions(p Profile, timeout time.Duration) container.RunOptions {
-	cap := r.cfg.OutputCap
-	if cap == 0 {
-		cap = DefaultOutputCap
-	}
 	return container.RunOptions{
 		Name:      container.RandomName("tc-" + string(p)),
 		Timeout:   timeout + HostGrace,
-		OutputCap: cap,
+		OutputCap: 1 << 20,
 		Budgets:   r.budgets,
 		Logger:    r.log.With("profile", string(p)),
 	}
 }
 
 // Run runs job in a one-shot container of its profile and removes the
-// container. Kill, log collection and removal each have their own budget
-// (container.Run). The command runs under an in-container `timeout -s KILL`;
-// the host kills the container HostGrace later if it is still there.
-// Result.TimedOut is set by either.
+// container. The container's main process only waits; the command runs in
+// it as an exec, so its output is streamed to us under the cap with exact
+// byte counts. (Reading the engine's logs after the exit would lose output
+// to the engine's log rotation and under-count it, making a flood look
+// small.) The command runs under an in-container `timeout -s KILL`; the host
+// kills the container HostGrace later if it is still running. Kill and
+// removal run on their own budgets, detached from ctx.
 func (r *Runner) Run(ctx context.Context, job Job) (Result, error) {
 	return r.run(ctx, job, false)
 }
 
+// run is Run; keep leaves the container in place (tests use it to leave an
+// orphan as a crashed process would).
 func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
-	if err := r.checkJob(&job); err != nil {
-		return Result{}, err
+	if len(job.Cmd) == 0 {
+		return Result{}, jobErr("Cmd", "no command")
 	}
-	spec, err := NewSpec(r.cfg, job)
+	timeout := timeoutOf(r.cfg, job)
+	step := ExecOptions{Dir: job.Dir, Timeout: timeout}
+	argv := job.Cmd
+	job.Timeout = timeout
+	c, err := r.start(ctx, job, timeout+2*HostGrace)
 	if err != nil {
 		return Result{}, err
 	}
-	timeout := timeoutOf(r.cfg, job)
-	o := r.runOptions(job.Profile, timeout)
-	o.Keep = keep
-	res, err := container.Run(ctx, r.eng, spec, o)
-	markTimeout(&res, timeout, res.Phases.Wait)
+	res, err := c.Exec(ctx, argv, step)
+	res.Phases.Create, res.Phases.Start = c.created, c.started
+	if !keep {
+		t := time.Now()
+		if cerr := c.Close(ctx); err == nil {
+			err = cerr
+		}
+		res.Phases.Remove = time.Since(t)
+	}
 	return res, err
 }
 

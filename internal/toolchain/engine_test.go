@@ -1,0 +1,604 @@
+package toolchain
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// Engine tests: each proves one of the seed's guarantees against the real
+// engine. They use the busybox-only base image (fast) unless they need Go.
+
+var (
+	imgOnce   sync.Map // image.Options key -> *imgResult
+	helperBin struct {
+		once sync.Once
+		path string
+		err  error
+	}
+)
+
+type imgResult struct {
+	once sync.Once
+	id   string
+	err  error
+}
+
+func testImage(t *testing.T, eng *dockerapi.Client, withGo bool) string {
+	t.Helper()
+	v, _ := imgOnce.LoadOrStore(withGo, &imgResult{})
+	r := v.(*imgResult)
+	r.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := image.Build(ctx, eng, image.Options{NoGo: !withGo})
+		r.id, r.err = res.ID, err
+	})
+	if r.err != nil {
+		t.Fatalf("build test image: %v", r.err)
+	}
+	return r.id
+}
+
+// testDataDir returns a data directory under the home directory (so a
+// VM-backed engine can see it), removed at the end of the test.
+func testDataDir(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("HOME")
+	if base == "" {
+		base = os.TempDir()
+	}
+	base = filepath.Join(base, ".cache", "stockade-test")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(base, "data-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeHost(dir) })
+	return filepath.Join(dir, "d")
+}
+
+// quickBudgets keep engine tests from hanging on a broken engine.
+var quickBudgets = container.Budgets{Create: 20 * time.Second, Start: 20 * time.Second, Kill: 10 * time.Second, Logs: 20 * time.Second, Remove: 20 * time.Second}
+
+func openRunner(t *testing.T, eng *dockerapi.Client, img string, mod func(*Options)) *Runner {
+	t.Helper()
+	o := Options{
+		DataDir: testDataDir(t),
+		Owner:   enginetest.Owner(t),
+		Config:  Config{Image: img, Timeout: 30 * time.Second, Limits: container.Limits{MemoryBytes: 512 << 20}},
+		Budgets: quickBudgets,
+	}
+	if mod != nil {
+		mod(&o)
+	}
+	ctx := context.Background()
+	r, err := Open(ctx, eng, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return r
+}
+
+// sourceDir makes a user's source directory with files name -> content.
+func sourceDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		write(t, filepath.Join(dir, name), content, 0o644)
+	}
+	return dir
+}
+
+func mustProbe(t *testing.T, r *Runner) {
+	t.Helper()
+	if err := r.Probe(context.Background()); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+}
+
+func sh(script string) []string { return []string{"sh", "-c", script} }
+
+func mustRun(t *testing.T, r *Runner, j Job) Result {
+	t.Helper()
+	res, err := r.Run(context.Background(), j)
+	if err != nil {
+		t.Fatalf("Run(%s %v): %v", j.Profile, j.Cmd, err)
+	}
+	return res
+}
+
+func netHelper(t *testing.T) string {
+	t.Helper()
+	helperBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nethelper-")
+		if err != nil {
+			helperBin.err = err
+			return
+		}
+		helperBin.path = filepath.Join(dir, "nethelper")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", helperBin.path, "./testdata/nethelper")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			helperBin.err = errors.New(string(out))
+		}
+	})
+	if helperBin.err != nil {
+		t.Fatalf("build nethelper: %v", helperBin.err)
+	}
+	return helperBin.path
+}
+
+// TestExecute_NoNetwork: execute has no interface but loopback; a dial and
+// a name lookup fail. Acquire, by contrast, has the bridge.
+func TestExecute_NoNetwork(t *testing.T) {
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	src := t.TempDir()
+	b, err := os.ReadFile(netHelper(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(src, "nethelper"), string(b), 0o755)
+	snap, err := r.Snapshot(context.Background(), src, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	res := mustRun(t, r, Job{Profile: Execute, Source: snap.Dir, BuildCache: bc, Cmd: []string{"/src/nethelper"}})
+	if res.ExitCode != 0 {
+		t.Errorf("execute reached the network (exit %d):\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if out := string(res.Stdout); !strings.Contains(out, "interface: lo") || strings.Count(out, "interface:") != 1 {
+		t.Errorf("execute interfaces:\n%s", out)
+	}
+	res = mustRun(t, r, Job{Profile: Execute, BuildCache: bc, Cmd: []string{"cat", "/proc/net/dev"}})
+	if devs := netDevs(string(res.Stdout)); !slices.Equal(devs, []string{"lo"}) {
+		t.Errorf("execute /proc/net/dev devices = %v; want [lo]", devs)
+	}
+	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: []string{"cat", "/proc/net/dev"}})
+	if devs := netDevs(string(res.Stdout)); !slices.Contains(devs, "eth0") {
+		t.Errorf("acquire devices = %v; want the bridge's eth0", devs)
+	}
+}
+
+func netDevs(procNetDev string) []string {
+	var devs []string
+	for _, l := range strings.Split(procNetDev, "\n") {
+		if name, _, ok := strings.Cut(l, ":"); ok && !strings.Contains(name, "|") {
+			devs = append(devs, strings.TrimSpace(name))
+		}
+	}
+	slices.Sort(devs)
+	return devs
+}
+
+// TestExecute_SourceAndCacheReadOnly: in execute, writes to the source and
+// the module cache fail; the build cache and an exec-enabled /tmp work.
+// Acquire may write the module cache but not the source.
+func TestExecute_SourceAndCacheReadOnly(t *testing.T) {
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	snap, err := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	try := `for p in /src/x /src/go.mod /modcache/x /gocache/x /tmp/x /x; do if (echo hi >> $p) 2>/dev/null; then echo "$p writable"; else echo "$p read-only"; fi; done
+printf '#!/bin/sh\necho ran\n' > /tmp/t.sh && chmod +x /tmp/t.sh && /tmp/t.sh`
+	res := mustRun(t, r, Job{Profile: Execute, Source: snap.Dir, BuildCache: bc, Cmd: sh(try)})
+	want := "/src/x read-only\n/src/go.mod read-only\n/modcache/x read-only\n/gocache/x writable\n/tmp/x writable\n/x read-only\nran\n"
+	if got := string(res.Stdout); got != want {
+		t.Errorf("execute:\n%s\nwant\n%s(stderr %s)", got, want, res.Stderr)
+	}
+	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh(try)})
+	want = "/src/x read-only\n/src/go.mod read-only\n/modcache/x writable\n/gocache/x writable\n/tmp/x writable\n/x read-only\nran\n"
+	if got := string(res.Stdout); got != want {
+		t.Errorf("acquire:\n%s\nwant\n%s", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(snap.Dir, "go.mod")); string(b) != "module m\n" {
+		t.Errorf("snapshot changed: %q", b)
+	}
+}
+
+// TestEnv_FromScratchInEveryProfile: a host variable never reaches a
+// container; each profile's environment is exactly what Env lists, plus
+// what the image and the engine set.
+func TestEnv_FromScratchInEveryProfile(t *testing.T) {
+	t.Setenv("STOCKADE_TEST_TOKEN", "secret")
+	t.Setenv("GOFLAGS", "-mod=vendor")
+	eng := enginetest.Client(t)
+	img := testImage(t, eng, false)
+	r := openRunner(t, eng, img, nil)
+	snap, _ := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
+	st, _ := r.NewStaging(snap)
+	bc, _ := r.NewBuildCache()
+	td, _ := r.NewToolDirs()
+	mustProbe(t, r)
+	imgEnv := map[string]bool{"HOSTNAME": true}
+	if info, err := eng.ImageInspect(context.Background(), img); err == nil {
+		for _, kv := range info.Config.Env {
+			k, _, _ := strings.Cut(kv, "=")
+			imgEnv[k] = true
+		}
+	}
+	for _, j := range []Job{
+		{Profile: Acquire, Source: snap.Dir},
+		{Profile: Mutate, Source: snap.Dir, Staging: st},
+		{Profile: Execute, Source: snap.Dir, BuildCache: bc},
+		{Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin},
+	} {
+		j.Cmd = []string{"env"}
+		res := mustRun(t, r, j)
+		got := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			got[k] = v
+		}
+		if strings.Contains(string(res.Stdout), "secret") {
+			t.Errorf("%s: the host's token leaked:\n%s", j.Profile, res.Stdout)
+		}
+		want := Env(j.Profile, r.Config())
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q; want %q", j.Profile, k, got[k], v)
+			}
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok && !imgEnv[k] {
+				t.Errorf("%s: unexpected variable %s=%q", j.Profile, k, got[k])
+			}
+		}
+	}
+}
+
+// TestRun_TimeoutKillsAndRemoves: a command past its timeout is killed by
+// the in-container timeout, reported TimedOut, and its container removed.
+func TestRun_TimeoutKillsAndRemoves(t *testing.T) {
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	start := time.Now()
+	res := mustRun(t, r, Job{Profile: Execute, BuildCache: bc, Timeout: 2 * time.Second, Cmd: sh("echo started; sleep 60")})
+	if !res.TimedOut || res.ExitCode != 137 {
+		t.Errorf("TimedOut = %v, exit %d; want true, 137", res.TimedOut, res.ExitCode)
+	}
+	if d := time.Since(start); d > 2*time.Second+HostGrace {
+		t.Errorf("took %v; the in-container timeout should fire at 2s", d)
+	}
+	if string(res.Stdout) != "started\n" {
+		t.Errorf("stdout = %q; want the output before the kill", res.Stdout)
+	}
+	if _, err := eng.ContainerInspect(context.Background(), res.ContainerID); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("container still there after timeout: %v", err)
+	}
+}
+
+// TestRun_OutputCapFlagsTruncation: output past the cap is counted, not
+// kept, and flagged.
+func TestRun_OutputCapFlagsTruncation(t *testing.T) {
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.OutputCap = 1000 })
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	res := mustRun(t, r, Job{Profile: Execute, BuildCache: bc, Cmd: sh("yes | head -c 1000000; echo err >&2")})
+	if !res.StdoutTruncated || res.StderrTruncated || len(res.Stdout) != 1000 || res.StdoutBytes != 1000000 || !res.Truncated() {
+		t.Errorf("truncated %v/%v, kept %d of %d bytes; want stdout flagged, 1000 of 1000000", res.StdoutTruncated, res.StderrTruncated, len(res.Stdout), res.StdoutBytes)
+	}
+	if string(res.Stderr) != "err\n" {
+		t.Errorf("stderr = %q", res.Stderr)
+	}
+}
+
+// TestRun_LongCommandStillCollectsLogsAndRemoves: each post-run engine call
+// has its own budget, so a command longer than every single budget still
+// has its logs read and its container removed.
+func TestRun_LongCommandStillCollectsLogsAndRemoves(t *testing.T) {
+	eng := enginetest.Client(t)
+	const budget = 1500 * time.Millisecond
+	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) {
+		o.Budgets = container.Budgets{Create: 10 * time.Second, Start: 10 * time.Second, Kill: budget, Logs: budget, Remove: budget}
+	})
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	res := mustRun(t, r, Job{Profile: Execute, BuildCache: bc, Cmd: sh("echo before; sleep 4; echo after; echo e >&2")})
+	if res.Phases.Wait < 3*budget/2 {
+		t.Fatalf("command ran %v; want longer than the budgets", res.Phases.Wait)
+	}
+	if string(res.Stdout) != "before\nafter\n" || string(res.Stderr) != "e\n" || res.ExitCode != 0 {
+		t.Errorf("stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	if _, err := eng.ContainerInspect(context.Background(), res.ContainerID); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("container not removed: %v", err)
+	}
+}
+
+// TestReap_RemovesOrphansOfThisDataDirOnly: a container a crashed run left
+// (kept) is reaped by the next run on the same data directory; one
+// labelled with another data directory survives.
+func TestReap_RemovesOrphansOfThisDataDirOnly(t *testing.T) {
+	eng := enginetest.Client(t)
+	img := testImage(t, eng, false)
+	ctx := context.Background()
+	r := openRunner(t, eng, img, nil)
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	orphan, err := r.run(ctx, Job{Profile: Execute, BuildCache: bc, Cmd: []string{"true"}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A container of another data directory, made the same way.
+	other := openRunner(t, eng, img, nil)
+	obc, _ := other.NewBuildCache()
+	mustProbe(t, other)
+	survivor, err := other.run(ctx, Job{Profile: Execute, BuildCache: obc, Cmd: []string{"true"}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.ContainerRemove(ctx, survivor.ContainerID, dockerapi.RemoveOptions{Force: true}) })
+
+	n, err := Reap(ctx, eng, r.DataDir())
+	if err != nil || n != 1 {
+		t.Errorf("Reap = %d, %v; want 1 removed", n, err)
+	}
+	if _, err := eng.ContainerInspect(ctx, orphan.ContainerID); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("orphan survived the reap: %v", err)
+	}
+	c, err := eng.ContainerInspect(ctx, survivor.ContainerID)
+	if err != nil {
+		t.Fatalf("another data directory's container was reaped: %v", err)
+	}
+	if c.Config.Labels[label.DataDir] != other.Config().DataDirID {
+		t.Errorf("labels %v", c.Config.Labels)
+	}
+	// A crashed run on the other data directory is reaped by the next
+	// Open there, after it takes the lock.
+	other.Close(ctx)
+	next, err := Open(ctx, eng, Options{DataDir: other.DataDir(), Owner: "someone-else", Config: Config{Image: img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close(ctx)
+	if _, err := eng.ContainerInspect(ctx, survivor.ContainerID); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("Open did not reap the crashed run's container: %v", err)
+	}
+}
+
+// TestOpen_LockWaitsAndRefuses: a second run on a data directory in use
+// waits with a message and refuses after its lock timeout.
+func TestOpen_LockWaitsAndRefuses(t *testing.T) {
+	eng := enginetest.Client(t)
+	img := testImage(t, eng, false)
+	r := openRunner(t, eng, img, nil)
+	var msg string
+	_, err := Open(context.Background(), eng, Options{DataDir: r.DataDir(), Config: Config{Image: img}, LockTimeout: 300 * time.Millisecond, OnLockWait: func(h string) { msg = h }})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open = %v; want ErrLocked", err)
+	}
+	if !strings.Contains(msg, "run="+r.RunID()) {
+		t.Errorf("wait message %q does not name the holder run %s", msg, r.RunID())
+	}
+	if fi, err := os.Stat(r.DataDir()); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("data dir mode %v (%v); want 0700", fi.Mode().Perm(), err)
+	}
+}
+
+// TestRun_RefusesBeforeProbeAndForeignDirs: nothing runs before the probe,
+// and a job may mount only directories the run made for that role.
+func TestRun_RefusesBeforeProbeAndForeignDirs(t *testing.T) {
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	bc, _ := r.NewBuildCache()
+	ctx := context.Background()
+	if _, err := r.Run(ctx, Job{Profile: Execute, BuildCache: bc, Cmd: []string{"true"}}); !errors.Is(err, ErrNotProbed) {
+		t.Errorf("Run before Probe = %v; want ErrNotProbed", err)
+	}
+	mustProbe(t, r)
+	user := t.TempDir()
+	for _, tt := range []struct {
+		j    Job
+		want error
+	}{
+		{Job{Profile: Execute, Cmd: []string{"true"}}, ErrNoBuildCache},
+		{Job{Profile: Execute, BuildCache: r.modBuild, Cmd: []string{"true"}}, ErrNoBuildCache},
+		{Job{Profile: Execute, BuildCache: bc, Source: user, Cmd: []string{"true"}}, ErrNotOwned},
+		{Job{Profile: Acquire, BuildCache: bc, Cmd: []string{"true"}}, ErrNotOwned},
+		{Job{Profile: Tool, ModCache: r.ModCache(), BuildCache: bc, Tools: user, Cmd: []string{"true"}}, ErrNotOwned},
+	} {
+		if _, err := r.Run(ctx, tt.j); !errors.Is(err, tt.want) {
+			t.Errorf("Run(%s, build %s, source %s) = %v; want %v", tt.j.Profile, tt.j.BuildCache, tt.j.Source, err, tt.want)
+		}
+	}
+}
+
+// TestExecute_ToolsAndVulnDBReadOnly: with a scan configured, execute sees
+// /tools and /vulndb read-only; acquire does not see them at all.
+func TestExecute_ToolsAndVulnDBReadOnly(t *testing.T) {
+	eng := enginetest.Client(t)
+	tools := sourceDir(t, map[string]string{"govulncheck": "tool"})
+	db := sourceDir(t, map[string]string{"index/db.json": "{}"})
+	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.ScanTools, o.Config.ScanVulnDB = tools, db })
+	bc, _ := r.NewBuildCache()
+	td, _ := r.NewToolDirs()
+	mustProbe(t, r)
+	try := `cat /tools/govulncheck /vulndb/index/db.json; echo; for p in /tools/x /tools/govulncheck /vulndb/x /vulndb/index/db.json; do if (echo >> $p) 2>/dev/null; then echo "$p writable"; else echo "$p read-only"; fi; done`
+	res := mustRun(t, r, Job{Profile: Execute, BuildCache: bc, Cmd: sh(try)})
+	want := "tool{}\n/tools/x read-only\n/tools/govulncheck read-only\n/vulndb/x read-only\n/vulndb/index/db.json read-only\n"
+	if got := string(res.Stdout); got != want {
+		t.Errorf("execute:\n%s\nwant\n%s", got, want)
+	}
+	for _, j := range []Job{{Profile: Acquire}, {Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin}} {
+		j.Cmd = sh("ls /vulndb 2>&1; ls /tools")
+		res = mustRun(t, r, j)
+		if strings.Contains(string(res.Stdout), "db.json") || strings.Contains(string(res.Stdout), "govulncheck") {
+			t.Errorf("%s sees the scan directories:\n%s", j.Profile, res.Stdout)
+		}
+	}
+	// The user's directories were copied, never mounted or written.
+	if b, _ := os.ReadFile(filepath.Join(tools, "govulncheck")); string(b) != "tool" {
+		t.Errorf("tools dir changed: %q", b)
+	}
+}
+
+// TestTool_IsolatedProfile: tool mounts no source and not the run's module
+// cache, has fresh caches and a writable /tools, and always uses the public
+// proxy and checksum database.
+func TestTool_IsolatedProfile(t *testing.T) {
+	eng := enginetest.Client(t)
+	fixture := sourceDir(t, map[string]string{"stockade.test/x/@v/list": "v1.0.0\n"})
+	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.FixtureProxy = fixture })
+	snap, _ := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module secret\n"}), SnapshotOptions{})
+	td, _ := r.NewToolDirs()
+	mustProbe(t, r)
+	mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh("echo repo > /modcache/repo-marker")})
+	res := mustRun(t, r, Job{Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin, Cmd: sh(
+		`ls -A /src /fixture-proxy /vulndb 2>&1 | grep -c 'No such file'; ls -A /modcache; ls -A /gocache; echo built > /tools/tool && echo tools-writable; echo $GOPROXY $GOSUMDB $GOBIN; cat /proc/net/dev | grep -c eth0`)})
+	want := "3\ntools-writable\nhttps://proxy.golang.org sum.golang.org /tools\n1\n"
+	if got := string(res.Stdout); got != want {
+		t.Errorf("tool:\n%s\nwant\n%s(stderr %s)", got, want, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(td.Bin, "tool")); string(b) != "built\n" {
+		t.Errorf("tool output not in its bin directory: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(r.ModCache(), "repo-marker")); err != nil {
+		t.Errorf("acquire's write is missing: %v", err)
+	}
+	// With a fixture proxy, acquire has no network at all.
+	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh("cat /proc/net/dev | grep -c eth0; cat /fixture-proxy/stockade.test/x/@v/list")})
+	if got := string(res.Stdout); got != "0\nv1.0.0\n" {
+		t.Errorf("fixture acquire: %q; want no eth0 and the proxy mounted", got)
+	}
+}
+
+// TestExecute_BuildCacheFreshPerValidation: what one validation writes into
+// its build cache is not there for the next; a build cache serves one
+// validation only.
+func TestExecute_BuildCacheFreshPerValidation(t *testing.T) {
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	mustProbe(t, r)
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for i := range 2 {
+		c, err := r.Start(ctx, Job{Profile: Execute, Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[c.BuildCache()] {
+			t.Fatalf("validation %d reuses build cache %s", i, c.BuildCache())
+		}
+		seen[c.BuildCache()] = true
+		res, err := c.Exec(ctx, sh(`ls -A /gocache; echo poison > /gocache/marker; echo $GOCACHE`), ExecOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(res.Stdout); got != "/gocache\n" {
+			t.Errorf("validation %d: cache not fresh: %q", i, got)
+		}
+		if _, err := r.Start(ctx, Job{Profile: Execute, BuildCache: c.BuildCache()}); !errors.Is(err, ErrWeakened) {
+			t.Errorf("second Start on one cache = %v; want ErrWeakened", err)
+		}
+		c.Close(ctx)
+	}
+}
+
+// TestStart_StepsShareOneContainer: a long-lived container runs steps as
+// execs, each with its exit code and capped output; a step past its timeout
+// is killed with the container; Close removes it.
+func TestStart_StepsShareOneContainer(t *testing.T) {
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.OutputCap = 100 })
+	snap, _ := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
+	mustProbe(t, r)
+	ctx := context.Background()
+	c, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, sh("pwd; echo step1 > /gocache/s1; echo oops >&2; exit 3"), ExecOptions{})
+	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "/src\n" || string(res.Stderr) != "oops\n" {
+		t.Errorf("step 1 = %d %q %q, %v", res.ExitCode, res.Stdout, res.Stderr, err)
+	}
+	res, err = c.Exec(ctx, sh("cat /gocache/s1; yes | head -c 5000; (echo >> /src/go.mod) 2>/dev/null || echo >&2 ro"), ExecOptions{Env: map[string]string{"CGO_ENABLED": "0"}})
+	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "step1\n") || !res.StdoutTruncated || res.StdoutBytes != 5006 || string(res.Stderr) != "ro\n" {
+		t.Errorf("step 2 = %d %q (%d bytes, truncated %v) %q, %v", res.ExitCode, res.Stdout, res.StdoutBytes, res.StdoutTruncated, res.Stderr, err)
+	}
+	if _, err := c.Exec(ctx, []string{"env"}, ExecOptions{Env: map[string]string{"GOPROXY": "direct"}}); !errors.Is(err, ErrWeakened) {
+		t.Errorf("step with GOPROXY = %v; want ErrWeakened", err)
+	}
+	start := time.Now()
+	res, err = c.Exec(ctx, sh("sleep 30 & sleep 60"), ExecOptions{Timeout: 2 * time.Second})
+	if err != nil || !res.TimedOut {
+		t.Errorf("slow step = %+v, %v; want TimedOut", res, err)
+	}
+	if d := time.Since(start); d > 2*time.Second+HostGrace {
+		t.Errorf("slow step took %v", d)
+	}
+	if _, err := c.Exec(ctx, []string{"true"}, ExecOptions{}); !errors.Is(err, ErrContainerEnded) {
+		t.Errorf("step after a timeout = %v; want ErrContainerEnded", err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Error(err)
+	}
+	if _, err := eng.ContainerInspect(ctx, c.ID()); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("container not removed: %v", err)
+	}
+}
+
+// TestClose_RemovesEverything: files the container user wrote (in
+// read-only directories, as the module cache has) are removed through a
+// container, and Close leaves only the lock file in the data directory.
+func TestClose_RemovesEverything(t *testing.T) {
+	eng := enginetest.Client(t)
+	img := testImage(t, eng, false)
+	ctx := context.Background()
+	dataDir := testDataDir(t)
+	r, err := Open(ctx, eng, Options{DataDir: dataDir, Owner: enginetest.Owner(t), Config: Config{Image: img}, Budgets: quickBudgets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	mustRun(t, r, Job{Profile: Execute, BuildCache: bc, Cmd: sh("mkdir -p /gocache/a/b && echo x > /gocache/a/b/f && chmod -R a-w /gocache/a")})
+	mustRun(t, r, Job{Profile: Acquire, Cmd: sh("mkdir -p /modcache/m@v1 && echo x > /modcache/m@v1/f && chmod -R a-w /modcache/m@v1")})
+	// The host user here may be root, who could remove anything; remove
+	// through the container explicitly to prove that path.
+	if err := r.removeInContainer(ctx, writableDirs(r.runDir)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{bc, r.ModCache()} {
+		if ents, _ := os.ReadDir(d); len(ents) != 0 {
+			t.Errorf("%s not emptied by the cleanup container: %v", d, ents)
+		}
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(r.DataDir())
+	if len(ents) != 1 || ents[0].Name() != LockFile {
+		t.Errorf("data dir after Close: %v; want only the lock file", ents)
+	}
+}
