@@ -245,6 +245,8 @@ var normalizers = []struct {
 	{regexp.MustCompile(`0x[0-9a-fA-F]+`), "0x?"},
 	{regexp.MustCompile(`goroutine \d+`), "goroutine N"},
 	{regexp.MustCompile(`\b(\d{1,3}(?:\.\d{1,3}){3}|\[::1?\]|localhost):\d+`), "$1:<port>"},
+	// The running toolchain's version differs between machines.
+	{regexp.MustCompile(`running go \d+\.\d+(?:\.\d+|(?:rc|beta)\d+)?`), "running go <version>"},
 	// Go 1.25 added ", repanicked" to recovered panics; keys should not
 	// change with the toolchain.
 	{regexp.MustCompile(` \[recovered(?:, repanicked)?\]`), ""},
@@ -254,8 +256,8 @@ var normalizers = []struct {
 // Normalize rewrites msg so that it no longer depends on where or when it
 // was produced: moduleDir (if not "") and its trailing slash are removed,
 // and positions, machine-specific paths, temporary directory names,
-// timestamps, durations, hexadecimal addresses, goroutine IDs and local
-// ports are replaced by placeholders; runs of white space become one space.
+// timestamps, durations, hexadecimal addresses, goroutine IDs, local ports
+// and the running toolchain's version are replaced by placeholders; runs of white space become one space.
 func Normalize(msg, moduleDir string) string {
 	if moduleDir != "" {
 		d := strings.TrimSuffix(moduleDir, "/")

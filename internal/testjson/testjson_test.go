@@ -339,6 +339,7 @@ func TestNormalize(t *testing.T) {
 		{"dial tcp 127.0.0.1:34567: refused", "", "dial tcp 127.0.0.1:<port>: refused"},
 		{"at 2026-12-02T10:04:16.942185324Z", "", "at <time>"},
 		{"panic: boom [recovered]", "", "panic: boom"},
+		{"go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)", "", "go.mod requires go >= 1.99 (running go <version>; GOTOOLCHAIN=local)"},
 		{"  many\t\tspaces\n here ", "", "many spaces here"},
 		{"Add(2, 2) = 0; want 4", "", "Add(2, 2) = 0; want 4"},
 		{"version v2s and x1h stay", "", "version v2s and x1h stay"},
