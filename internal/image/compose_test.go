@@ -712,3 +712,18 @@ func TestAppletsExist(t *testing.T) {
 		t.Error("applets are not sorted")
 	}
 }
+
+func TestGoRootTooBig(t *testing.T) {
+	root := fakeGoRoot(t)
+	f, err := os.Create(filepath.Join(root, "src", "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(maxGoRootBytes + 1); err != nil { // sparse; only stat'ed
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := prepare(context.Background(), Options{GoRoot: root, NoBusybox: true}); err == nil || !strings.Contains(err.Error(), "not a Go toolchain") {
+		t.Errorf("prepare = %v; want a refusal of a GOROOT past maxGoRootBytes", err)
+	}
+}

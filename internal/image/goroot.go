@@ -24,6 +24,15 @@ const goEnvTimeout = 30 * time.Second
 // maxVersionFile is the most read of GOROOT/VERSION, in bytes.
 const maxVersionFile = 4 << 10
 
+// Caps on the Go layer: a release GOROOT holds about 240 MB in 12,000
+// files after trimming. A directory far past these is not a toolchain
+// (a -goroot pointing at a home directory, say), and is refused before
+// anything is uploaded.
+const (
+	maxGoRootBytes   = 2 << 30 // bytes of file content
+	maxGoRootEntries = 200_000 // files, directories and links
+)
+
 // skipTop are GOROOT's top-level entries the image leaves out: the API
 // compatibility lists, the compiler's regression tests and the release
 // notes are about 30 MB that no build, vet or test of a user's module reads.
@@ -185,6 +194,7 @@ func goLayer(ctx context.Context, tc *toolchain) (*layer, error) {
 	for _, d := range parents(path.Dir(root)) { // the walk adds root itself
 		l.entries = append(l.entries, entry{name: d + "/", typ: tar.TypeDir, mode: 0o755})
 	}
+	var total int64 // bytes of file content so far
 	err := filepath.WalkDir(tc.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -211,10 +221,16 @@ func goLayer(ctx context.Context, tc *toolchain) (*layer, error) {
 		if err != nil {
 			return err
 		}
+		if len(l.entries) >= maxGoRootEntries {
+			return fmt.Errorf("%s: more than %d entries; not a Go toolchain?", tc.dir, maxGoRootEntries)
+		}
 		switch m := fi.Mode(); {
 		case m.IsDir():
 			l.entries = append(l.entries, entry{name: name + "/", typ: tar.TypeDir, mode: 0o755})
 		case m.IsRegular():
+			if total += fi.Size(); total > maxGoRootBytes {
+				return fmt.Errorf("%s: more than %d bytes; not a Go toolchain?", tc.dir, int64(maxGoRootBytes))
+			}
 			l.entries = append(l.entries, entry{name: name, typ: tar.TypeReg, mode: fileMode(m), size: fi.Size(), src: p})
 		case m&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
