@@ -298,11 +298,11 @@ func walk(root string) error {
 			return &UnsupportedError{Reason: ReasonTooLarge, Path: ".", Detail: fmt.Sprintf("more than %d entries", MaxEntries)}
 		}
 		name := d.Name()
-		if name == ".git" {
-			if rel == ".git" {
-				return skip(d) // the repository's own metadata
-			}
+		switch {
+		case name == ".git" && rel != ".git":
 			return &UnsupportedError{Reason: ReasonSubmodule, Path: rel}
+		case rel == ".git" && d.Type()&fs.ModeSymlink == 0:
+			return skip(d) // the repository's own metadata
 		}
 		t := d.Type()
 		switch {

@@ -145,6 +145,8 @@ func TestLoad_Layouts(t *testing.T) {
 		{"nested go.mod symlink", func(t *testing.T, dir string) { link(t, dir, "../go.mod", "sub/go.mod") }, ReasonNestedModule, "sub/go.mod", ""},
 		{"vendor file", func(t *testing.T, dir string) { write(t, dir, "vendor", "") }, ReasonVendor, "vendor", ""},
 		{"go.work", func(t *testing.T, dir string) { write(t, dir, "go.work", "go 1.24\n") }, ReasonWorkspace, "go.work", ""},
+		{"root .git symlink out", func(t *testing.T, dir string) { link(t, dir, "../elsewhere/.git", ".git") }, ReasonSymlinkEscape, ".git", "outside"},
+		{"nested .git symlink", func(t *testing.T, dir string) { link(t, dir, "../y", "lib/x/.git") }, ReasonSubmodule, "lib/x/.git", ""},
 		{"nested .git file", func(t *testing.T, dir string) { write(t, dir, "lib/x/.git", "gitdir: ../../.git/modules/x\n") }, ReasonSubmodule, "lib/x/.git", ""},
 		{"absolute symlink", func(t *testing.T, dir string) { link(t, dir, "/etc/passwd", "p") }, ReasonSymlinkEscape, "p", "absolute"},
 		{"parent symlink", func(t *testing.T, dir string) { link(t, dir, "..", "up") }, ReasonSymlinkEscape, "up", "outside"},
