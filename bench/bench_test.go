@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
@@ -39,6 +40,8 @@ import (
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/sandbox"
+	sdocker "github.com/stockade/stockade/sandbox/docker"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -452,56 +455,103 @@ func (s *suite) overhead(tb *table, rounds int) {
 	tb.row("execute, exec in a running container", "", "", "", "", "", ms(median(ds)), pct(median(ds), seededClean))
 }
 
-// sessions measures the docker CLI doing what the session API does:
-// provision to first exec, exec, writing 1000 files, reading and writing
-// 1 MiB. sandbox/docker's column is filled when that package exists.
+// sessions measures the session API (sandbox/docker) beside the docker CLI
+// doing the same: provision to first exec, exec, writing 1000 files,
+// writing and reading 1 MiB.
 func (s *suite) sessions(tb *table, rounds int) {
-	if _, err := exec.LookPath("docker"); err != nil {
-		tb.section("Session operations: docker CLI not found", "operation")
-		return
-	}
+	ctx := context.Background()
 	n := max(rounds, 5)
-	docker := func(stdin io.Reader, args ...string) []byte {
-		cmd := exec.Command("docker", args...)
-		cmd.Stdin = stdin
-		out, err := cmd.Output()
-		if err != nil {
-			s.t.Fatalf("docker %s: %v", strings.Join(args, " "), err)
-		}
-		return out
-	}
-	var prov, execs, wf, rf, wr []time.Duration
-	files := filesTar(s.t, 1000, 100)
+	const nFiles, fileSize = 1000, 100
 	big := bytes.Repeat([]byte("x"), 1<<20)
-	bigTar := singleTar(s.t, "big", big)
+
+	var api [5][]time.Duration
+	prov, err := sdocker.New(sdocker.Config{Owner: s.tcfg.Owner})
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		id := strings.TrimSpace(string(docker(nil, "run", "-d", "--rm", "--network", "none", "--user", "65534:65534", "--label", "io.stockade.managed=true", "--label", "io.stockade.owner=bench", "--tmpfs", "/run:exec", s.img.ID, "sleep", "600")))
-		docker(nil, "exec", id, "true")
-		prov = append(prov, time.Since(t0))
-		t0 = time.Now()
-		docker(nil, "exec", id, "true")
-		execs = append(execs, time.Since(t0))
-		t0 = time.Now()
-		docker(bytes.NewReader(files), "cp", "-", id+":/tmp")
-		wf = append(wf, time.Since(t0))
-		t0 = time.Now()
-		docker(bytes.NewReader(bigTar), "cp", "-", id+":/tmp")
-		wr = append(wr, time.Since(t0))
-		t0 = time.Now()
-		if got := docker(nil, "cp", id+":/tmp/big", "-"); len(got) < 1<<20 {
-			s.t.Fatalf("docker cp read %d bytes", len(got))
+		sb, err := prov.Provision(ctx, sandbox.Spec{SessionID: domain.ID(fmt.Sprintf("bench-%s-%d", container.RandomHex(4), i)), Image: s.img.ID})
+		if err != nil {
+			s.t.Fatalf("Provision: %v", err)
 		}
-		rf = append(rf, time.Since(t0))
-		docker(nil, "rm", "-f", id)
+		exec1 := func() {
+			if r, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || r.ExitCode != 0 {
+				s.t.Fatalf("Exec: %v %+v", err, r)
+			}
+		}
+		exec1()
+		api[0] = append(api[0], time.Since(t0))
+		t0 = time.Now()
+		exec1()
+		api[1] = append(api[1], time.Since(t0))
+		fw := make([]sandbox.FileWrite, nFiles)
+		for j := range fw {
+			fw[j] = sandbox.FileWrite{Path: fmt.Sprintf("%s/files/f%04d.txt", sandbox.DefaultWorkdir, j), Data: bytes.Repeat([]byte("y"), fileSize)}
+		}
+		t0 = time.Now()
+		if err := sb.WriteFiles(ctx, fw); err != nil {
+			s.t.Fatalf("WriteFiles: %v", err)
+		}
+		api[2] = append(api[2], time.Since(t0))
+		t0 = time.Now()
+		if err := sb.WriteFile(ctx, sandbox.DefaultWorkdir+"/big", big); err != nil {
+			s.t.Fatalf("WriteFile: %v", err)
+		}
+		api[3] = append(api[3], time.Since(t0))
+		t0 = time.Now()
+		if got, err := sb.ReadFile(ctx, sandbox.DefaultWorkdir+"/big"); err != nil || len(got) != len(big) {
+			s.t.Fatalf("ReadFile: %v, %d bytes", err, len(got))
+		}
+		api[4] = append(api[4], time.Since(t0))
+		if err := sb.Destroy(ctx); err != nil {
+			s.t.Errorf("Destroy: %v", err)
+		}
 	}
-	tb.section(fmt.Sprintf("Session operations, median of %d (sandbox/docker had not landed when this suite was written: its column is empty)", n),
-		"operation", "docker CLI", "sandbox/docker")
-	tb.row("provision to first exec", ms(median(prov)), "n/a")
-	tb.row("exec `true`", ms(median(execs)), "n/a")
-	tb.row("write 1000 files (100 B each)", ms(median(wf)), "n/a")
-	tb.row("write 1 MiB file", ms(median(wr)), "n/a")
-	tb.row("read 1 MiB file", ms(median(rf)), "n/a")
+
+	var cli [5][]time.Duration
+	if _, err := exec.LookPath("docker"); err == nil {
+		docker := func(stdin io.Reader, args ...string) []byte {
+			cmd := exec.Command("docker", args...)
+			cmd.Stdin = stdin
+			out, err := cmd.Output()
+			if err != nil {
+				s.t.Fatalf("docker %s: %v", strings.Join(args, " "), err)
+			}
+			return out
+		}
+		files := filesTar(s.t, nFiles, fileSize)
+		bigTar := singleTar(s.t, "big", big)
+		for i := 0; i < n; i++ {
+			t0 := time.Now()
+			id := strings.TrimSpace(string(docker(nil, "run", "-d", "--rm", "--network", "none", "--user", "65534:65534",
+				"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--tmpfs", "/tmp:exec", "-v", sandbox.DefaultWorkdir,
+				"--label", "io.stockade.managed=true", "--label", "io.stockade.owner="+s.tcfg.Owner, s.img.ID, "sleep", "600")))
+			docker(nil, "exec", id, "true")
+			cli[0] = append(cli[0], time.Since(t0))
+			t0 = time.Now()
+			docker(nil, "exec", id, "true")
+			cli[1] = append(cli[1], time.Since(t0))
+			t0 = time.Now()
+			docker(bytes.NewReader(files), "cp", "-", id+":"+sandbox.DefaultWorkdir)
+			cli[2] = append(cli[2], time.Since(t0))
+			t0 = time.Now()
+			docker(bytes.NewReader(bigTar), "cp", "-", id+":"+sandbox.DefaultWorkdir)
+			cli[3] = append(cli[3], time.Since(t0))
+			t0 = time.Now()
+			if got := docker(nil, "cp", id+":"+sandbox.DefaultWorkdir+"/big", "-"); len(got) < 1<<20 {
+				s.t.Fatalf("docker cp read %d bytes", len(got))
+			}
+			cli[4] = append(cli[4], time.Since(t0))
+			docker(nil, "rm", "-f", "-v", id)
+		}
+	}
+	tb.section(fmt.Sprintf("Session operations (sandbox/docker vs the docker CLI doing the same), median of %d", n),
+		"operation", "sandbox/docker", "docker CLI", "API/CLI")
+	for i, name := range []string{"provision to first exec", "exec `true`", fmt.Sprintf("WriteFiles %d files of %d B", nFiles, fileSize), "WriteFile 1 MiB", "ReadFile 1 MiB"} {
+		a, c := median(api[i]), median(cli[i])
+		tb.row(name, ms(a), ms(c), ratio(a, c))
+	}
 }
 
 func filesTar(t *testing.T, n, size int) []byte {
