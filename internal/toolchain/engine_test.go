@@ -3,6 +3,7 @@ package toolchain
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,6 +153,7 @@ func netHelper(t *testing.T) string {
 // TestExecute_NoNetwork: execute has no interface but loopback; a dial and
 // a name lookup fail. Acquire, by contrast, has the bridge.
 func TestExecute_NoNetwork(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	r := openRunner(t, eng, testImage(t, eng, false), nil)
 	src := t.TempDir()
@@ -198,6 +200,7 @@ func netDevs(procNetDev string) []string {
 // the module cache fail; the build cache and an exec-enabled /tmp work.
 // Acquire may write the module cache but not the source.
 func TestExecute_SourceAndCacheReadOnly(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	r := openRunner(t, eng, testImage(t, eng, false), nil)
 	snap, err := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
@@ -277,6 +280,7 @@ func TestEnv_FromScratchInEveryProfile(t *testing.T) {
 // TestRun_TimeoutKillsAndRemoves: a command past its timeout is killed by
 // the in-container timeout, reported TimedOut, and its container removed.
 func TestRun_TimeoutKillsAndRemoves(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	r := openRunner(t, eng, testImage(t, eng, false), nil)
 	bc, _ := r.NewBuildCache()
@@ -300,6 +304,7 @@ func TestRun_TimeoutKillsAndRemoves(t *testing.T) {
 // TestRun_OutputCapFlagsTruncation: output past the cap is counted, not
 // kept, and flagged.
 func TestRun_OutputCapFlagsTruncation(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.OutputCap = 1000 })
 	bc, _ := r.NewBuildCache()
@@ -317,6 +322,7 @@ func TestRun_OutputCapFlagsTruncation(t *testing.T) {
 // has its own budget, so a command longer than every single budget still
 // has its logs read and its container removed.
 func TestRun_LongCommandStillCollectsLogsAndRemoves(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	const budget = 1500 * time.Millisecond
 	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) {
@@ -340,6 +346,7 @@ func TestRun_LongCommandStillCollectsLogsAndRemoves(t *testing.T) {
 // (kept) is reaped by the next run on the same data directory; one
 // labelled with another data directory survives.
 func TestReap_RemovesOrphansOfThisDataDirOnly(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	img := testImage(t, eng, false)
 	ctx := context.Background()
@@ -390,6 +397,7 @@ func TestReap_RemovesOrphansOfThisDataDirOnly(t *testing.T) {
 // TestOpen_LockWaitsAndRefuses: a second run on a data directory in use
 // waits with a message and refuses after its lock timeout.
 func TestOpen_LockWaitsAndRefuses(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	img := testImage(t, eng, false)
 	r := openRunner(t, eng, img, nil)
@@ -409,6 +417,7 @@ func TestOpen_LockWaitsAndRefuses(t *testing.T) {
 // TestRun_RefusesBeforeProbeAndForeignDirs: nothing runs before the probe,
 // and a job may mount only directories the run made for that role.
 func TestRun_RefusesBeforeProbeAndForeignDirs(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	r := openRunner(t, eng, testImage(t, eng, false), nil)
 	bc, _ := r.NewBuildCache()
@@ -437,6 +446,7 @@ func TestRun_RefusesBeforeProbeAndForeignDirs(t *testing.T) {
 // TestExecute_ToolsAndVulnDBReadOnly: with a scan configured, execute sees
 // /tools and /vulndb read-only; acquire does not see them at all.
 func TestExecute_ToolsAndVulnDBReadOnly(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	tools := sourceDir(t, map[string]string{"govulncheck": "tool"})
 	db := sourceDir(t, map[string]string{"index/db.json": "{}"})
@@ -467,6 +477,7 @@ func TestExecute_ToolsAndVulnDBReadOnly(t *testing.T) {
 // cache, has fresh caches and a writable /tools, and always uses the public
 // proxy and checksum database.
 func TestTool_IsolatedProfile(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	fixture := sourceDir(t, map[string]string{"stockade.test/x/@v/list": "v1.0.0\n"})
 	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.FixtureProxy = fixture })
@@ -497,6 +508,7 @@ func TestTool_IsolatedProfile(t *testing.T) {
 // its build cache is not there for the next; a build cache serves one
 // validation only.
 func TestExecute_BuildCacheFreshPerValidation(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	r := openRunner(t, eng, testImage(t, eng, false), nil)
 	mustProbe(t, r)
@@ -529,6 +541,7 @@ func TestExecute_BuildCacheFreshPerValidation(t *testing.T) {
 // execs, each with its exit code and capped output; a step past its timeout
 // is killed with the container; Close removes it.
 func TestStart_StepsShareOneContainer(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.OutputCap = 100 })
 	snap, _ := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
@@ -572,6 +585,7 @@ func TestStart_StepsShareOneContainer(t *testing.T) {
 // read-only directories, as the module cache has) are removed through a
 // container, and Close leaves only the lock file in the data directory.
 func TestClose_RemovesEverything(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
 	img := testImage(t, eng, false)
 	ctx := context.Background()
@@ -601,4 +615,95 @@ func TestClose_RemovesEverything(t *testing.T) {
 	if len(ents) != 1 || ents[0].Name() != LockFile {
 		t.Errorf("data dir after Close: %v; want only the lock file", ents)
 	}
+}
+
+// Environment of the child process of TestProbe_DetectsUnsharedDirectory.
+const (
+	probeChildEnv = "STOCKADE_TEST_PROBE_HIDDEN" // the directory hidden from the engine
+	probeDataEnv  = "STOCKADE_TEST_PROBE_DATA"   // the data directory
+	probeImageEnv = "STOCKADE_TEST_PROBE_IMAGE"
+	probeOKLine   = "probe-child: detected"
+)
+
+// TestProbe_DetectsUnsharedDirectory: a directory the engine cannot see is
+// named by the probe's error. On native Linux every path is shared, so the
+// test makes one: it re-runs itself in a private mount namespace (unshare
+// -m) in which a tmpfs covers the directory; the marker lands in the tmpfs,
+// while the engine, in the host's namespace, sees the empty directory
+// beneath.
+func TestProbe_DetectsUnsharedDirectory(t *testing.T) {
+	if hidden := os.Getenv(probeChildEnv); hidden != "" {
+		probeChild(t, hidden)
+		return
+	}
+	eng := enginetest.Client(t)
+	img := testImage(t, eng, false)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		skipOrFail(t, "no unshare(1): %v", err)
+	}
+	args := []string{"--mount", "--propagation", "private"}
+	if os.Geteuid() != 0 {
+		args = append([]string{"--map-root-user"}, args...)
+	}
+	hidden := filepath.Join(testDataDir(t)+"-hidden", "x")
+	if err := os.MkdirAll(hidden, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := testDataDir(t)
+	// sh mounts the tmpfs inside the new namespace, then becomes this test.
+	script := `mount -t tmpfs stockade-probe-test "$1" && shift && exec "$@"`
+	cmdArgs := append(args, "sh", "-c", script, "sh", hidden, os.Args[0], "-test.run=^TestProbe_DetectsUnsharedDirectory$", "-test.v", "-test.count=1")
+	cmd := exec.Command(unshare, cmdArgs...)
+	cmd.Env = append(os.Environ(), probeChildEnv+"="+hidden, probeDataEnv+"="+data, probeImageEnv+"="+img)
+	out, err := cmd.CombinedOutput()
+	if err != nil && strings.Contains(string(out), "Operation not permitted") {
+		skipOrFail(t, "cannot make a private mount namespace here: %s", out)
+	}
+	if err != nil || !strings.Contains(string(out), probeOKLine) {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	// Outside the namespace nothing was left behind.
+	if ents, _ := os.ReadDir(hidden); len(ents) != 0 {
+		t.Errorf("hidden directory has %v on the host", ents)
+	}
+}
+
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if enginetest.Required() {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// probeChild runs inside the private mount namespace.
+func probeChild(t *testing.T, hidden string) {
+	eng := enginetest.Client(t)
+	ctx := context.Background()
+	r, err := Open(ctx, eng, Options{DataDir: os.Getenv(probeDataEnv), Owner: enginetest.Owner(t), Config: Config{Image: os.Getenv(probeImageEnv)}, Budgets: quickBudgets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	// The marker is visible here, in the tmpfs.
+	err = r.Probe(ctx, hidden)
+	var pe *ProbeError
+	if !errors.Is(err, ErrMountInvisible) || !errors.As(err, &pe) || !slices.Equal(pe.Dirs, []string{hidden}) {
+		t.Fatalf("Probe = %v; want a *ProbeError naming only %s", err, hidden)
+	}
+	if !strings.Contains(err.Error(), hidden) {
+		t.Errorf("message %q does not name the directory", err)
+	}
+	if _, err := r.Run(ctx, Job{Profile: Acquire, Cmd: []string{"true"}}); !errors.Is(err, ErrNotProbed) {
+		t.Errorf("Run after a failed probe = %v; want ErrNotProbed", err)
+	}
+	// Without the hidden directory, the probe passes, and leaves no marker.
+	if err := r.Probe(ctx); err != nil {
+		t.Fatalf("Probe of the run's own directories = %v", err)
+	}
+	if ents, _ := os.ReadDir(r.ModCache()); len(ents) != 0 {
+		t.Errorf("markers left behind: %v", ents)
+	}
+	fmt.Println(probeOKLine)
 }
