@@ -535,30 +535,66 @@ func (f *fixture) lifecycle(t *testing.T) {
 	}
 }
 
-// waitConditions checks the condition reaches the engine. A wait must be
+// waitConditions checks the conditions reach the engine. A wait must be
 // registered before the container exits, and nothing tells the caller when
-// it is; the containers sleep 2s before exiting to leave it time.
+// it is; so each container runs until the test creates a trigger file, some
+// time after the wait was sent, and a wait that still missed the exit (it
+// then blocks, or finds the container gone) is tried again.
 func (f *fixture) waitConditions(t *testing.T) {
 	ctx := testContext(t)
 	c := f.c
 	owner := enginetest.Owner(t)
-
-	// next-exit on a created container waits for the run that follows.
-	id := f.create(t, ctx, locked(owner, "sh", "-c", "sleep 2; exit 3"))
-	type result struct {
-		w   dockerapi.WaitResult
-		err error
-	}
-	next := make(chan result, 1)
-	go func() {
-		w, err := c.ContainerWait(ctx, id, dockerapi.WaitNextExit)
-		next <- result{w, err}
-	}()
-	if err := c.ContainerStart(ctx, id); err != nil {
+	trig := t.TempDir()
+	if err := os.Chmod(trig, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-next; r.err != nil || r.w.StatusCode != 3 {
-		t.Errorf("ContainerWait(next-exit) = %+v, %v; want 3", r.w, r.err)
+	trigger := filepath.Join(trig, "go")
+	exitOnTrigger := func(code string) dockerapi.ContainerConfig {
+		cfg := locked(owner, "sh", "-c", "while [ ! -e /t/go ]; do sleep 0.1; done; exit "+code)
+		cfg.HostConfig.Binds = []string{trig + ":/t:ro"}
+		return cfg
+	}
+	// wait starts the container, waits on it with cond, and fires the
+	// trigger once the wait is on its way.
+	wait := func(id, cond string) (dockerapi.WaitResult, error) {
+		t.Helper()
+		if err := os.Remove(trigger); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := c.ContainerStart(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		type result struct {
+			w   dockerapi.WaitResult
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			w, err := c.ContainerWait(wctx, id, cond)
+			done <- result{w, err}
+		}()
+		time.Sleep(300 * time.Millisecond)
+		if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		return r.w, r.err
+	}
+
+	// next-exit waits for the exit of the run under way.
+	id := f.create(t, ctx, exitOnTrigger("3"))
+	for try := 1; ; try++ {
+		w, err := wait(id, dockerapi.WaitNextExit)
+		if errors.Is(err, context.DeadlineExceeded) && try < 3 {
+			t.Logf("wait(next-exit) missed the exit; again")
+			continue
+		}
+		if err != nil || w.StatusCode != 3 {
+			t.Errorf("ContainerWait(next-exit) = %+v, %v; want 3", w, err)
+		}
+		break
 	}
 	// not-running answers at once for a stopped container ...
 	if w, err := c.ContainerWait(ctx, id, dockerapi.WaitNotRunning); err != nil || w.StatusCode != 3 {
@@ -572,22 +608,22 @@ func (f *fixture) waitConditions(t *testing.T) {
 	}
 
 	// removed, with AutoRemove.
-	cfg := locked(owner, "sh", "-c", "sleep 2; exit 5")
-	cfg.HostConfig.AutoRemove = true
-	id = f.create(t, ctx, cfg)
-	removed := make(chan result, 1)
-	go func() {
-		w, err := c.ContainerWait(ctx, id, dockerapi.WaitRemoved)
-		removed <- result{w, err}
-	}()
-	if err := c.ContainerStart(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-removed; r.err != nil || r.w.StatusCode != 5 {
-		t.Errorf("ContainerWait(removed) = %+v, %v; want 5", r.w, r.err)
-	}
-	if _, err := c.ContainerInspect(ctx, id); !isNotFound(err) {
-		t.Errorf("ContainerInspect(auto-removed) = %v; want ErrNotFound", err)
+	for try := 1; ; try++ {
+		cfg := exitOnTrigger("5")
+		cfg.HostConfig.AutoRemove = true
+		id := f.create(t, ctx, cfg)
+		w, err := wait(id, dockerapi.WaitRemoved)
+		if isNotFound(err) && try < 3 {
+			t.Logf("wait(removed) came after the removal; again")
+			continue
+		}
+		if err != nil || w.StatusCode != 5 {
+			t.Errorf("ContainerWait(removed) = %+v, %v; want 5", w, err)
+		}
+		if _, err := c.ContainerInspect(ctx, id); !isNotFound(err) {
+			t.Errorf("ContainerInspect(auto-removed) = %v; want ErrNotFound", err)
+		}
+		break
 	}
 }
 
