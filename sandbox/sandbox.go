@@ -42,10 +42,10 @@
 // double-fork or setsid away, and the sandbox stays usable. A command killed
 // by the kernel for exceeding the memory limit has ExitCode 137 and Stderr
 // ending with the line "stockade: killed: out of memory"; the result has no
-// separate field for it, so callers match that line. Background processes
-// that a command leaves running when it exits normally keep running (a
-// session may start a server in one Exec and use it in the next); they count
-// against the pids and memory limits and end with the sandbox.
+// separate field for it, so callers match that line. Whether background
+// processes a command leaves behind outlive its normal end is up to the
+// engine (Docker ends them with the exec); callers must not rely on either.
+// While they live they count against the pids and memory limits.
 //
 // # Files
 //

@@ -75,7 +75,8 @@ import (
 // Budgets of the engine calls that must finish even when the caller's
 // context has ended: each runs on context.WithoutCancel with its own.
 const (
-	killBudget    = 15 * time.Second // the killer exec, or the restart fallback
+	killerBudget  = 5 * time.Second  // one attempt of the killer exec
+	restartBudget = 30 * time.Second // the restart fallback
 	streamGrace   = 5 * time.Second  // for an exec's stream to end after its kill
 	inspectBudget = 10 * time.Second // exec inspect after the stream ended
 	removeBudget  = 60 * time.Second // container and volume removal, until gone
@@ -340,8 +341,9 @@ func (p *Provider) engineCPUs(ctx context.Context) (int, error) {
 }
 
 // maxProvisionAttempts bounds the create/adopt loop, which repeats only
-// when a container vanished between a create conflict and the inspect.
-const maxProvisionAttempts = 5
+// when a create conflicts and the inspect does not find the winner yet (or
+// it vanished again); the waits between attempts add up to about 16s.
+const maxProvisionAttempts = 40
 
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -378,9 +380,20 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		}
 		id, err := p.eng.ContainerCreate(ctx, name, cfg)
 		if errors.Is(err, dockerapi.ErrConflict) {
-			continue // another Provision won; adopt what it made
+			// Another Provision won; adopt what it made once the engine
+			// shows it (a create in flight holds the name before inspect
+			// finds it).
+			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
+				return nil, fmt.Errorf("docker: provision %s: %w", name, err)
+			}
+			continue
 		}
 		if err != nil {
+			// Leave nothing behind: the volumes are only ours to remove
+			// if no container took them meanwhile.
+			if rerr := p.remove(ctx, spec.SessionID, false); rerr != nil {
+				log.Warn("cleaning up after a failed create", "err", rerr)
+			}
 			if errors.Is(err, dockerapi.ErrNotFound) {
 				return nil, fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", spec.Image, err)
 			}

@@ -269,21 +269,24 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 // kill ends everything the exec with marker started, on its own budget; if
 // the killer cannot do it, the container is restarted.
 func (b *box) kill(ctx context.Context, marker string) {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killBudget)
-	defer cancel()
+	bg := context.WithoutCancel(ctx)
 	start := time.Now()
 	log := b.p.log.With("container", b.name, "phase", "kill")
 	for attempt := 0; attempt < 3; attempt++ {
+		kctx, cancel := context.WithTimeout(bg, killerBudget)
 		res, err := b.scriptArgv(kctx, []string{"/bin/sh", "-c", killShell, "stockade-kill", marker})
+		cancel()
 		if err == nil && res.code == 0 {
 			log.Debug("killed", "dur", time.Since(start))
 			return
 		}
-		log.Warn("killer failed", "attempt", attempt, "err", err, "code", res.code)
-		if sleep(kctx, 100*time.Millisecond, false) != nil {
+		log.Warn("killer failed", "attempt", attempt, "err", err, "code", res.code, "stderr", res.stderr)
+		if sleep(bg, 100*time.Millisecond, false) != nil {
 			break
 		}
 	}
+	kctx, cancel := context.WithTimeout(bg, restartBudget)
+	defer cancel()
 	// The killer cannot run (every pid taken) or cannot win: restart the
 	// container. Its volumes, and so its files, stay.
 	log.Warn("restarting the sandbox to end a command the killer could not", "dur", time.Since(start))

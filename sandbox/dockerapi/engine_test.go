@@ -851,6 +851,22 @@ func (f *fixture) archive(t *testing.T) {
 	if st, err := c.ArchiveStat(ctx, id, "/tmp/sub/x"); err != nil || st.Size != 5 {
 		t.Errorf("ArchiveStat(/tmp/sub/x) = %+v, %v", st, err)
 	}
+	// Files keep the tar's owner (root here), or take the container's user
+	// with CopyUIDGID.
+	if err := c.ArchivePut(ctx, id, "/tmp", bytes.NewReader(tarOf(t, "mine", "x")), dockerapi.PutOptions{CopyUIDGID: true}); err != nil {
+		t.Fatalf("ArchivePut(CopyUIDGID): %v", err)
+	}
+	for file, uid := range map[string]int{"/tmp/hello.txt": 0, "/tmp/mine": 65534} {
+		rc, _, err := c.ArchiveGet(ctx, id, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := tar.NewReader(rc).Next()
+		rc.Close()
+		if err != nil || h.Uid != uid {
+			t.Errorf("owner of %s = %+v, %v; want uid %d", file, h, err, uid)
+		}
+	}
 	// A file may not replace a directory when asked not to.
 	err = c.ArchivePut(ctx, id, "/tmp", bytes.NewReader(tarOf(t, "sub", "file\n")), dockerapi.PutOptions{NoOverwriteDirNonDir: true})
 	if e := (*dockerapi.Error)(nil); !errors.As(err, &e) {

@@ -1,0 +1,142 @@
+package docker
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/sandboxtest"
+)
+
+// counting wraps an engine and counts its calls.
+type counting struct {
+	engine
+	n atomic.Int64
+}
+
+func (c *counting) ExecCreate(ctx context.Context, id string, cfg dockerapi.ExecConfig) (string, error) {
+	c.n.Add(1)
+	return c.engine.ExecCreate(ctx, id, cfg)
+}
+
+func (c *counting) ExecStart(ctx context.Context, id string, stdout, stderr io.Writer) error {
+	c.n.Add(1)
+	return c.engine.ExecStart(ctx, id, stdout, stderr)
+}
+
+func (c *counting) ExecInspect(ctx context.Context, id string) (dockerapi.ExecInspect, error) {
+	c.n.Add(1)
+	return c.engine.ExecInspect(ctx, id)
+}
+
+func (c *counting) ArchivePut(ctx context.Context, id, dir string, r io.Reader, opts dockerapi.PutOptions) error {
+	c.n.Add(1)
+	return c.engine.ArchivePut(ctx, id, dir, r, opts)
+}
+
+func (c *counting) ArchiveGet(ctx context.Context, id, path string) (io.ReadCloser, dockerapi.PathStat, error) {
+	c.n.Add(1)
+	return c.engine.ArchiveGet(ctx, id, path)
+}
+
+var (
+	imageOnce sync.Once
+	imageID   string
+	imageErr  error
+)
+
+// testImage builds (once) the BusyBox-only base image the sessions run.
+func testImage(t testing.TB, c *dockerapi.Client) string {
+	imageOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var res image.Result
+		res, imageErr = image.Build(ctx, c, image.Options{NoGo: true})
+		imageID = res.ID
+	})
+	if imageErr != nil {
+		t.Fatalf("building the test image: %v", imageErr)
+	}
+	return imageID
+}
+
+// newProvider returns a provider with a fresh owner, and a call counter.
+func newProvider(t testing.TB, owner string) (*Provider, *counting) {
+	p, err := New(Config{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counting{engine: p.eng}
+	p.eng = c
+	return p, c
+}
+
+// leftovers lists what owner still has in the engine.
+func leftovers(c *dockerapi.Client, owner string) func(ctx context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		f := dockerapi.LabelFilter(label.Owner + "=" + owner)
+		var out []string
+		cs, err := c.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range cs {
+			out = append(out, "container "+x.Names[0])
+		}
+		vs, err := c.VolumeList(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			out = append(out, "volume "+v.Name)
+		}
+		ns, err := c.NetworkList(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range ns {
+			out = append(out, "network "+n.Name)
+		}
+		return out, nil
+	}
+}
+
+func TestContract(t *testing.T) {
+	c := enginetest.Client(t)
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	p, counter := newProvider(t, owner)
+	other, _ := newProvider(t, owner)
+	sandboxtest.Run(t, sandboxtest.Harness{
+		Provider: p,
+		Other:    other,
+		Image:    img,
+		Stop: func(ctx context.Context, id domain.ID) error {
+			return c.ContainerStop(ctx, p.containerName(id), time.Second)
+		},
+		Squat: func(ctx context.Context, id domain.ID) (func(), error) {
+			// Labelled with the owner so a sweep finds it, but not as a
+			// session: the provider must refuse it.
+			cfg, err := container.Spec{Image: img, Cmd: []string{"true"}, Labels: map[string]string{label.Managed: label.ManagedValue, label.Owner: owner}}.Config()
+			if err != nil {
+				return nil, err
+			}
+			cid, err := c.ContainerCreate(ctx, p.containerName(id), cfg)
+			if err != nil {
+				return nil, err
+			}
+			return func() { c.ContainerRemove(context.Background(), cid, dockerapi.RemoveOptions{Force: true, Volumes: true}) }, nil
+		},
+		RoundTrips: counter.n.Load,
+		Leftovers:  leftovers(c, owner),
+	})
+}
