@@ -134,7 +134,9 @@ func TestContract(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return func() { c.ContainerRemove(context.Background(), cid, dockerapi.RemoveOptions{Force: true, Volumes: true}) }, nil
+			return func() {
+				c.ContainerRemove(context.Background(), cid, dockerapi.RemoveOptions{Force: true, Volumes: true})
+			}, nil
 		},
 		RoundTrips: counter.n.Load,
 		Leftovers:  leftovers(c, owner),
