@@ -792,8 +792,11 @@ func (f *fixture) archive(t *testing.T) {
 	c := f.c
 	owner := enginetest.Owner(t)
 
-	// Archives work on containers that never ran.
+	// Archives work on containers that never ran. The user is a name:
+	// CopyUIDGID looks it up in the container's passwd, and Engine 20.10
+	// fails on the numeric "65534:65534".
 	cfg := locked(owner, "true")
+	cfg.User = "nobody"
 	cfg.HostConfig.ReadonlyRootfs = false
 	id := f.create(t, ctx, cfg)
 
