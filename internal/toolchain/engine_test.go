@@ -473,6 +473,44 @@ func TestExecute_ToolsAndVulnDBReadOnly(t *testing.T) {
 	}
 }
 
+// TestExecute_ExtraReadOnlyMount: a probed directory outside the run (a
+// build-cache seed) is mounted read-only in execute; one that did not pass
+// the probe is refused.
+func TestExecute_ExtraReadOnlyMount(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	seed := sourceDir(t, map[string]string{"cache/f": "seeded"})
+	os.Chmod(seed, 0o755)
+	unprobed := sourceDir(t, nil)
+	ctx := context.Background()
+	if err := r.Probe(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	ro := []container.Mount{{Type: container.Bind, Source: seed, Target: "/stockade/seed"}}
+	res, err := r.Run(ctx, Job{Profile: Execute, BuildCache: mustCache(t, r), ReadOnly: ro, Env: map[string]string{"GOCACHEPROG": "/stockade/seed/prog"},
+		Cmd: sh(`cat /stockade/seed/cache/f; (echo x >> /stockade/seed/cache/f) 2>/dev/null && echo writable; rm -f /stockade/seed/cache/f 2>/dev/null; echo " $GOCACHEPROG"`)})
+	if err != nil || string(res.Stdout) != "seeded /stockade/seed/prog\n" {
+		t.Errorf("extra mount: %q %v", res.Stdout, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(seed, "cache/f")); string(b) != "seeded" {
+		t.Errorf("seed changed: %q", b)
+	}
+	ro[0].Source = unprobed
+	if _, err := r.Run(ctx, Job{Profile: Execute, BuildCache: mustCache(t, r), ReadOnly: ro, Cmd: []string{"true"}}); !errors.Is(err, ErrNotOwned) {
+		t.Errorf("unprobed extra mount = %v; want ErrNotOwned", err)
+	}
+}
+
+func mustCache(t *testing.T, r *Runner) string {
+	t.Helper()
+	bc, err := r.NewBuildCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bc
+}
+
 // TestTool_IsolatedProfile: tool mounts no source and not the run's module
 // cache, has fresh caches and a writable /tools, and always uses the public
 // proxy and checksum database.

@@ -45,7 +45,10 @@ func (e *ProbeError) Is(target error) bool { return target == ErrMountInvisible 
 // starts one container that mounts them all read-only and lists the
 // markers, and fails with a *ProbeError naming each directory whose marker
 // is missing. Directories made later live inside the probed run directory.
-// Run and Start refuse to start before a Probe has passed.
+// Run and Start refuse to start before a Probe has passed. Pass in extra
+// the directories outside the run that jobs mount (Job.ReadOnly); the host
+// must be able to write a marker into each, and the container user to
+// search it (mode o+x).
 func (r *Runner) Probe(ctx context.Context, extra ...string) error {
 	r.mu.Lock()
 	if r.closed {
@@ -118,6 +121,9 @@ func (r *Runner) Probe(ctx context.Context, extra ...string) error {
 	}
 	r.mu.Lock()
 	r.probed = true
+	for _, d := range extra {
+		r.extra[d] = true
+	}
 	r.mu.Unlock()
 	r.log.Debug("probe passed", "dirs", len(dirs))
 	return nil

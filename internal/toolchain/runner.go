@@ -102,6 +102,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	dirs   map[string]dirKind
+	extra  map[string]bool // directories outside the run's that passed a Probe
 	used   map[string]bool // Execute build caches already given to a Start
 	probed bool
 	live   map[*Container]bool
@@ -141,7 +142,7 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	}
 	r := &Runner{
 		eng: eng, cfg: cfg, dataDir: dir, lock: lock, budgets: o.Budgets, log: log.With("run", cfg.RunID),
-		dirs: map[string]dirKind{}, used: map[string]bool{}, live: map[*Container]bool{},
+		dirs: map[string]dirKind{}, used: map[string]bool{}, live: map[*Container]bool{}, extra: map[string]bool{},
 	}
 	fail := func(err error) (*Runner, error) {
 		r.Close(context.WithoutCancel(ctx))
@@ -303,7 +304,23 @@ func (r *Runner) checkJob(j *Job) error {
 			}
 		}
 	}
+	for _, m := range j.ReadOnly {
+		if !r.probedExtra(m.Source) {
+			return fmt.Errorf("%w: ReadOnly %s has not passed the probe", ErrNotOwned, m.Source)
+		}
+	}
 	return own("Source", j.Source, kindSnapshot)
+}
+
+// probedExtra reports whether p is, or is inside, a directory given to a
+// Probe that passed. Called with r.mu held.
+func (r *Runner) probedExtra(p string) bool {
+	for d := range r.extra {
+		if within(p, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // runOptions are container.Run's options for the helper containers

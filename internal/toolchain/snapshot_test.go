@@ -16,7 +16,7 @@ import (
 // hostRunner is a Runner for tests of its host-side parts: no engine.
 func hostRunner(t *testing.T) *Runner {
 	t.Helper()
-	return &Runner{runDir: t.TempDir(), dirs: map[string]dirKind{}, used: map[string]bool{}, live: map[*Container]bool{}, log: slog.New(slog.DiscardHandler)}
+	return &Runner{runDir: t.TempDir(), dirs: map[string]dirKind{}, used: map[string]bool{}, live: map[*Container]bool{}, extra: map[string]bool{}, log: slog.New(slog.DiscardHandler)}
 }
 
 func run(t *testing.T, dir string, args ...string) {

@@ -301,6 +301,11 @@ type Job struct {
 	// Tools is Tool's writable install directory at ToolsDir (GOBIN). Only
 	// Tool may have one.
 	Tools string
+	// ReadOnly are extra host directories mounted read-only in Execute, such
+	// as a trusted build-cache seed (internal/cacheseed: Seed.Mounts). Only
+	// Bind mounts; Writable is refused; targets may not touch the profile's
+	// own paths. A Runner accepts only sources that passed its Probe.
+	ReadOnly []container.Mount
 	// Env adds variables from an allowlist (see ExtraEnv); the variables
 	// each profile sets cannot be overridden.
 	Env map[string]string
@@ -417,6 +422,9 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 		bind(job.ModCache, ModCacheDir, false)
 		bind(cfg.ScanTools, ToolsDir, false)
 		bind(cfg.ScanVulnDB, VulnDBDir, false)
+		for _, m := range job.ReadOnly {
+			bind(m.Source, m.Target, false)
+		}
 		s.Network = "none"
 	case Tool:
 		bind(job.ModCache, ModCacheDir, true)
@@ -475,6 +483,28 @@ func checkJob(cfg Config, j Job) error {
 			}
 		}
 		seen[f.p] = f.name
+	}
+	if len(j.ReadOnly) > 0 && j.Profile != Execute {
+		return weak(jobErr("ReadOnly", "only execute takes extra read-only mounts"))
+	}
+	reserved := []string{SourceDir, ModCacheDir, BuildCacheDir, StagingDir, ToolsDir, VulnDBDir, FixtureProxyDir, TmpDir}
+	for _, m := range j.ReadOnly {
+		if m.Type != container.Bind || m.Writable {
+			return weak(jobErr("ReadOnly", "%s: only read-only bind mounts", m.Target))
+		}
+		if !cleanAbs(m.Source) || !cleanAbs(m.Target) {
+			return jobErr("ReadOnly", "%q -> %q: not absolute clean paths", m.Source, m.Target)
+		}
+		for _, r := range reserved {
+			if within(m.Target, r) || within(r, m.Target) {
+				return weak(jobErr("ReadOnly", "%s overlaps the profile's %s", m.Target, r))
+			}
+		}
+		for q, prev := range seen {
+			if within(m.Source, q) || within(q, m.Source) {
+				return weak(jobErr("ReadOnly", "%s overlaps %s (%s)", m.Source, prev, q))
+			}
+		}
 	}
 	if j.Staging != "" && j.Profile != Mutate {
 		return weak(jobErr("Staging", "only mutate has a writable staging copy"))

@@ -204,6 +204,19 @@ func TestNewSpec_RefusesBadJobs(t *testing.T) {
 		{"GOFLAGS override", func(j *Job) { j.Env = map[string]string{"GOFLAGS": "-mod=vendor"} }, ErrWeakened, nil},
 		{"GONOSUMDB", func(j *Job) { j.Env = map[string]string{"GONOSUMDB": "*"} }, ErrWeakened, nil},
 		{"relative dir", func(j *Job) { j.Dir = "x" }, ErrInvalidJob, nil},
+		{"writable extra", func(j *Job) {
+			j.ReadOnly = []container.Mount{{Type: container.Bind, Source: "/seed", Target: "/seed", Writable: true}}
+		}, ErrWeakened, nil},
+		{"extra over the cache", func(j *Job) {
+			j.ReadOnly = []container.Mount{{Type: container.Bind, Source: "/seed", Target: BuildCacheDir}}
+		}, ErrWeakened, nil},
+		{"extra under the source", func(j *Job) {
+			j.ReadOnly = []container.Mount{{Type: container.Bind, Source: "/seed", Target: SourceDir + "/x"}}
+		}, ErrWeakened, nil},
+		{"extra volume", func(j *Job) { j.ReadOnly = []container.Mount{{Type: container.Volume, Source: "v", Target: "/seed"}} }, ErrWeakened, nil},
+		{"extra outside execute", func(j *Job) {
+			j.Profile, j.ReadOnly = Acquire, []container.Mount{{Type: container.Bind, Source: "/seed", Target: "/seed"}}
+		}, ErrWeakened, nil},
 	}
 	for _, tt := range tests {
 		j := exec
