@@ -2,6 +2,9 @@ package dockerapi_test
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -160,5 +163,41 @@ func (f *fixture) bigOutput(t *testing.T) {
 	in, err := c.ExecInspect(ctx, eid)
 	if err != nil || in.Running || in.ExitCode == nil || *in.ExitCode != 0 {
 		t.Errorf("ExecInspect = %+v, %v; want exit 0", in, err)
+	}
+}
+
+// TestHeapCheck runs the heap check against the fake engine and shows it
+// can fail: a stream of heapBudget bytes read under the cap allocates a
+// fraction of the budget, and read into an unbounded buffer, all of it.
+func TestHeapCheck(t *testing.T) {
+	const size = heapBudget
+	f, c := newFake(t, "1.41")
+	chunk := bytes.Repeat(frame(1, strings.Repeat("x", bigLine-1)+"\n"), 16) // 64 KiB of output
+	f.handle("GET /containers/c1/logs", func(w http.ResponseWriter, r *http.Request) {
+		for range size / (16 * bigLine) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	read := func(stdout io.Writer) uint64 {
+		total, _ := heapUse(t, func() {
+			if err := c.ContainerLogs(context.Background(), "c1", dockerapi.LogsOptions{Stdout: true}, stdout, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return total
+	}
+	capped := dockerapi.NewBuffer(bigCap)
+	total := read(capped)
+	if total >= heapBudget/2 || !bytes.Equal(capped.Bytes(), bigWant()) || capped.Total() != size {
+		t.Errorf("capped read: allocated %d bytes, kept %d of %d; want under %d, %d", total, len(capped.Bytes()), capped.Total(), heapBudget/2, bigCap)
+	}
+	var whole bytes.Buffer
+	if total := read(&whole); total < size || whole.Len() != size {
+		t.Errorf("unbounded read allocated %d bytes for %d; the check would miss buffering", total, whole.Len())
 	}
 }
