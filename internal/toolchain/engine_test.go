@@ -17,7 +17,9 @@ import (
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"golang.org/x/mod/module"
 )
 
 // Engine tests: each proves one of the seed's guarantees against the real
@@ -744,4 +746,58 @@ func probeChild(t *testing.T, hidden string) {
 		t.Errorf("markers left behind: %v", ents)
 	}
 	fmt.Println(probeOKLine)
+}
+
+// TestGo_AcquireThenExecute runs the real toolchain through the profiles:
+// acquire downloads a dependency from a fixture proxy with no network, and
+// execute lists, builds and vets the module with the
+// source and module cache read-only, in one long-lived container.
+func TestGo_AcquireThenExecute(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	img := testImage(t, eng, true)
+	proxy := filepath.Join(t.TempDir(), "proxy")
+	if err := modproxy.Generate("../../testdata/modules", proxy); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := modproxy.GoSumLines(proxy, module.Version{Path: "stockade.test/greet", Version: "v1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := sourceDir(t, map[string]string{
+		"go.mod": "module m\n\ngo 1.22\n\nrequire stockade.test/greet v1.0.0\n",
+		"go.sum": sum,
+		"m.go":   "package m\n\nimport \"stockade.test/greet\"\n\nfunc Hi() string { return greet.Hello(\"m\") }\n",
+	})
+	r := openRunner(t, eng, img, func(o *Options) { o.Config.FixtureProxy = proxy; o.Config.Timeout = time.Minute })
+	snap, err := r.Snapshot(context.Background(), src, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustProbe(t, r)
+	ctx := context.Background()
+	res := mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: []string{"go", "mod", "download", "-x"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("acquire: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
+	c, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, Timeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, argv := range [][]string{
+		{"go", "list", "-deps", "./..."},
+		{"go", "build", "./..."}, // a library: no -o (see the seed: -o only for main packages)
+		{"go", "vet", "./..."},
+	} {
+		res, err := c.Exec(ctx, argv, ExecOptions{})
+		if err != nil || res.ExitCode != 0 {
+			t.Errorf("%v: exit %d, %v\n%s%s", argv, res.ExitCode, err, res.Stdout, res.Stderr)
+		}
+	}
+	// Nothing can be fetched or written in execute.
+	res, err = c.Exec(ctx, sh("go mod download stockade.test/greet@v1.1.0 2>&1; echo exit=$?; touch /modcache/x 2>&1 | grep -c 'Read-only'"), ExecOptions{})
+	if err != nil || !strings.Contains(string(res.Stdout), "exit=1") || !strings.HasSuffix(string(res.Stdout), "1\n") {
+		t.Errorf("execute fetch/write: %q %v", res.Stdout, err)
+	}
 }
