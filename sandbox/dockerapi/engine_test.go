@@ -24,7 +24,7 @@ import (
 // Budgets of the engine tests. The machine may be small and shared with
 // other test packages, so they are loose; each only has to be finite.
 const (
-	callBudget = 30 * time.Second // one call, or one container's short run
+	callBudget = 30 * time.Second // one removal in t.Cleanup
 	runBudget  = 90 * time.Second // a subtest's whole context
 )
 
