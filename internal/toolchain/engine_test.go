@@ -749,8 +749,9 @@ func probeChild(t *testing.T, hidden string) {
 }
 
 // TestGo_AcquireThenExecute runs the real toolchain through the profiles:
-// acquire downloads a dependency from a fixture proxy with no network, and
-// execute lists, builds and vets the module with the
+// acquire downloads a dependency from a fixture proxy with no network,
+// mutate upgrades it in the staging copy of go.mod and go.sum, and execute
+// lists, builds and vets the module with the
 // source and module cache read-only, in one long-lived container.
 func TestGo_AcquireThenExecute(t *testing.T) {
 	t.Parallel()
@@ -780,6 +781,24 @@ func TestGo_AcquireThenExecute(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("acquire: exit %d\n%s", res.ExitCode, res.Stderr)
 	}
+	// Mutate upgrades in the staging copy only.
+	st, err := r.NewStaging(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = mustRun(t, r, Job{Profile: Mutate, Source: snap.Dir, Staging: st, Cmd: []string{"go", "get", "-modfile=" + StagingDir + "/go.mod", "stockade.test/greet@v1.1.0"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("mutate: exit %d\n%s", res.ExitCode, res.Stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(st, "go.mod")); !strings.Contains(string(b), "stockade.test/greet v1.1.0") {
+		t.Errorf("staging go.mod not upgraded:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(st, "go.sum")); !strings.Contains(string(b), "stockade.test/greet v1.1.0 h1:") {
+		t.Errorf("staging go.sum not updated:\n%s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(snap.Dir, "go.mod")); strings.Contains(string(b), "v1.1.0") {
+		t.Error("mutate wrote the snapshot")
+	}
 	c, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, Timeout: 3 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -796,7 +815,7 @@ func TestGo_AcquireThenExecute(t *testing.T) {
 		}
 	}
 	// Nothing can be fetched or written in execute.
-	res, err = c.Exec(ctx, sh("go mod download stockade.test/greet@v1.1.0 2>&1; echo exit=$?; touch /modcache/x 2>&1 | grep -c 'Read-only'"), ExecOptions{})
+	res, err = c.Exec(ctx, sh("go mod download stockade.test/greet@v1.0.1 2>&1; echo exit=$?; touch /modcache/x 2>&1 | grep -c 'Read-only'"), ExecOptions{})
 	if err != nil || !strings.Contains(string(res.Stdout), "exit=1") || !strings.HasSuffix(string(res.Stdout), "1\n") {
 		t.Errorf("execute fetch/write: %q %v", res.Stdout, err)
 	}
