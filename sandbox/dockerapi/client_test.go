@@ -355,6 +355,9 @@ func TestRequests(t *testing.T) {
 		}, "fromImage=example.com%3A5000%2Fa%2Fb&tag=1.2"},
 		{"pull no tag", "POST /images/create", "", func(ctx context.Context, c *dockerapi.Client) error { return c.ImagePull(ctx, "localhost:5000/a") }, "fromImage=localhost%3A5000%2Fa"},
 		{"pull digest", "POST /images/create", "", func(ctx context.Context, c *dockerapi.Client) error { return c.ImagePull(ctx, "a/b@sha256:0123") }, "fromImage=a%2Fb&tag=sha256%3A0123"},
+		{"tag", "POST /images/sha256:01/tag", "", func(ctx context.Context, c *dockerapi.Client) error {
+			return c.ImageTag(ctx, "sha256:01", "example.com/a", "v1")
+		}, "repo=example.com%2Fa&tag=v1"},
 		{"image remove never prunes", "DELETE /images/x:1", "[]", func(ctx context.Context, c *dockerapi.Client) error { return c.ImageRemove(ctx, "x:1", false) }, "noprune=1"},
 		{"load is quiet", "POST /images/load", "", func(ctx context.Context, c *dockerapi.Client) error {
 			_, err := c.ImageLoad(ctx, strings.NewReader(""))
@@ -366,7 +369,10 @@ func TestRequests(t *testing.T) {
 			t.Parallel()
 			f, c := newFake(t, "1.41")
 			status := 200
-			if tt.body == "" {
+			switch {
+			case strings.HasSuffix(tt.pattern, "/tag"):
+				status = 201 // the engine's answer to a tag
+			case tt.body == "":
 				status = 204
 			}
 			f.handle(tt.pattern, answer(status, "application/json", tt.body))

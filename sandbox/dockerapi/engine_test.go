@@ -230,6 +230,24 @@ func (f *fixture) images(t *testing.T) {
 		t.Errorf("ImageList(owner) = %+v, %v; want just %s", list, err, second.ID)
 	}
 
+	// A second name; removing a name leaves the image while it has another.
+	repo, extra := "stockade-dockerapi-test", randomHex(t)
+	if err := c.ImageTag(ctx, second.ID, repo, extra); err != nil {
+		t.Fatalf("ImageTag: %v", err)
+	}
+	if img, err := c.ImageInspect(ctx, repo+":"+extra); err != nil || img.ID != second.ID || len(img.RepoTags) != 2 {
+		t.Errorf("ImageInspect(new tag) = %+v, %v; want %s with two tags", img, err, second.ID)
+	}
+	if err := c.ImageRemove(ctx, repo+":"+extra, false); err != nil {
+		t.Fatalf("ImageRemove(extra tag): %v", err)
+	}
+	if img, err := c.ImageInspect(ctx, second.ID); err != nil || !slices.Equal(img.RepoTags, []string{tag}) {
+		t.Errorf("ImageInspect after untag = %+v, %v; want only %s", img.RepoTags, err, tag)
+	}
+	if err := c.ImageTag(ctx, "stockade-test-absent:"+randomHex(t), repo, extra); !isNotFound(err) {
+		t.Errorf("ImageTag(absent) = %v; want ErrNotFound", err)
+	}
+
 	// An image a container uses cannot be removed without force.
 	id := f.create(t, ctx, dockerapi.ContainerConfig{Image: tag, Cmd: []string{"true"}, Labels: labels(owner)})
 	err = c.ImageRemove(ctx, tag, false)

@@ -139,7 +139,8 @@ func loadImage(t *testing.T, c *dockerapi.Client, tag string, img testImage) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := c.ImageRemove(ctx, img.ID, false); err != nil && !isNotFound(err) {
+		// Force removes every tag a test added; the ID is this test's own.
+		if err := c.ImageRemove(ctx, img.ID, true); err != nil && !isNotFound(err) {
 			t.Errorf("remove test image %s: %v", tag, err)
 		}
 	})
