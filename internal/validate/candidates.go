@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"golang.org/x/mod/module"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/testjson"
 )
 
 // maxMajorProbe is how many major versions past the current one the
@@ -90,21 +90,6 @@ type downloadedModule struct {
 	GoMod         string
 }
 
-// newerGoRE matches the go command's refusal of a module that needs a
-// newer Go under GOTOOLCHAIN=local: "m@v requires go >= 1.99 (running go
-// 1.26.8; GOTOOLCHAIN=local)". This is the only place that reads that text.
-var newerGoRE = regexp.MustCompile(`requires go >= ([0-9][0-9A-Za-z.]*) \(running go [^;)]*; GOTOOLCHAIN=local\)`)
-
-// NewerGo reports whether msg is the go command's refusal of a module that
-// needs a newer Go than the container's, and which Go it needs.
-func NewerGo(msg string) (goVersion string, ok bool) {
-	m := newerGoRE.FindStringSubmatch(msg)
-	if m == nil {
-		return "", false
-	}
-	return m[1], true
-}
-
 // DownloadStatus is what go mod download said about one module.
 type DownloadStatus struct {
 	Path, Version string
@@ -132,8 +117,10 @@ func parseDownload(stdout []byte) ([]DownloadStatus, error) {
 		}
 		s := DownloadStatus{Path: m.Path, Version: m.Version}
 		if m.Error != "" {
-			if v, ok := NewerGo(m.Error); ok {
-				s.NeedsGo = v
+			// The go command prints the same error as "go: <error>" on
+			// stderr; testjson classifies that form.
+			if n := testjson.NeedsNewerGo([]byte("go: " + m.Error + "\n")); len(n) > 0 {
+				s.NeedsGo = n[0].Go
 			} else {
 				s.Err = m.Error
 			}

@@ -28,24 +28,6 @@ func TestMajorPaths(t *testing.T) {
 	}
 }
 
-func TestNewerGo(t *testing.T) {
-	for _, tc := range []struct {
-		msg  string
-		want string
-		ok   bool
-	}{
-		{"stockade.test/nextgo@v0.2.0 requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)", "1.99", true},
-		{"go: example.com/m@v1.2.3 requires go >= 1.27rc1 (running go 1.26.8; GOTOOLCHAIN=local)", "1.27rc1", true},
-		{"module example.com/m: reading file:///fixture-proxy/example.com/m/@v/list: no such file", "", false},
-		{"requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=auto)", "", false},
-	} {
-		got, ok := NewerGo(tc.msg)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("NewerGo(%q) = %q, %v; want %q, %v", tc.msg, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 // fakeExec answers commands by their argv, joined with spaces.
 type fakeExec map[string]Output
 

@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/testjson"
 	"github.com/stockade/stockade/internal/toolchain"
 )
 
@@ -254,9 +254,9 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return nil, fmt.Errorf("validate: acquire: %w", err)
 	}
 	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
-		if v, ok := NewerGo(string(out.Stderr)); ok {
+		if n := testjson.NeedsNewerGo(out.Stderr); len(n) > 0 {
 			rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain",
-				Reason: fmt.Sprintf("a dependency requires go >= %s; the toolchain image has %s (%s)", v, ic.img.GoVersion, firstLine(out.Stderr))}
+				Reason: fmt.Sprintf("%s@%s requires go >= %s; the toolchain image has %s", n[0].Module, n[0].Version, n[0].Go, ic.img.GoVersion)}
 			return finish()
 		}
 		return nil, fmt.Errorf("validate: acquiring modules failed: %s", commandFailure(out, reason))
@@ -295,14 +295,6 @@ func sourceOf(s toolchain.Snapshot) *report.Source {
 		return &report.Source{Kind: "commit", Commit: s.Commit}
 	}
 	return &report.Source{Kind: "directory"}
-}
-
-func firstLine(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }
 
 // acquireExecer runs module commands in one-shot acquire containers on the

@@ -56,11 +56,14 @@ func removeTree(dir string) {
 }
 
 // engine returns the shared engine client, fixture proxy and data
-// directory, or skips (fails under STOCKADE_REQUIRE_ENGINE=1) without an
-// engine. The toolchain image is built from the host's Go if missing, as
+// directory, or skips with -short, or without an engine (failing instead
+// under STOCKADE_REQUIRE_ENGINE=1). The toolchain image is built from the host's Go if missing, as
 // inspect itself would.
 func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("engine-backed validations take minutes; skipped with -short")
+	}
 	c := enginetest.Client(t)
 	shared.once.Do(func() {
 		shared.eng = c
