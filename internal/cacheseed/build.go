@@ -41,6 +41,11 @@ var skipStd = map[string]bool{
 	"syscall/js":   true,
 }
 
+// stepTimeout bounds each step of the recipe. Unloaded, the longest (the
+// build) takes two minutes with two CPUs; on a machine shared with other
+// work it has taken over ten.
+const stepTimeout = 30 * time.Minute
+
 // step is one toolchain command of the recipe.
 type step struct {
 	name    string
@@ -61,15 +66,28 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 	log = log.With("image", cfg.Image)
 	start := time.Now()
 	seeds := filepath.Dir(dir)
-	work, err := os.MkdirTemp(seeds, ".build-"+key+"-")
-	if err != nil {
+	// The work directory is named by the key alone, so a build that failed
+	// (a timeout on a loaded machine, a crash) leaves its cache for the
+	// next attempt, which we hold the lock for. Only seed builds of this
+	// key ever mount it, so what it holds is as trusted as a finished seed,
+	// and the go command's cache tolerates entries cut short (a body of the
+	// wrong size, an index entry without a body, are misses).
+	work := filepath.Join(seeds, ".build-"+key)
+	if err := os.MkdirAll(work, 0o700); err != nil {
 		return Meta{}, fmt.Errorf("cacheseed: %w", err)
 	}
-	defer removeBuild(context.WithoutCancel(ctx), eng, cfg, work, log)
+	succeeded := false
+	defer func() {
+		if succeeded {
+			removeBuild(context.WithoutCancel(ctx), eng, cfg, work, log)
+		} else {
+			log.Warn("seed build failed; its cache is kept for the next attempt", "dir", work)
+		}
+	}()
 
 	src, out := filepath.Join(work, "src"), filepath.Join(work, "out")
 	for _, d := range []string{src, filepath.Join(src, "warm"), filepath.Join(src, "cacheprog")} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return Meta{}, fmt.Errorf("cacheseed: %w", err)
 		}
 	}
@@ -104,7 +122,7 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 	}
 
 	// 1. What the standard library holds, as this image builds it.
-	res, err := r.run(ctx, step{name: "list", dir: "/", args: []string{"go", "list", "-e", "-f", "{{.ImportPath}}{{if .Error}} ERR{{end}}", "std"}, timeout: 2 * time.Minute})
+	res, err := r.run(ctx, step{name: "list", dir: "/", args: []string{"go", "list", "-e", "-f", "{{.ImportPath}}{{if .Error}} ERR{{end}}", "std"}, timeout: stepTimeout})
 	if err != nil {
 		return Meta{}, err
 	}
@@ -120,17 +138,17 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 	// build compiles them; vet computes their facts with go vet's analyzer
 	// set; test compiles the test main and computes their facts with go
 	// test's set (its vet flags differ, so its keys do).
-	steps := []step{{name: "build", dir: srcTarget + "/warm", args: []string{"go", "build", "./..."}, timeout: 10 * time.Minute}}
+	steps := []step{{name: "build", dir: srcTarget + "/warm", args: []string{"go", "build", "./..."}, timeout: stepTimeout}}
 	vet := append([]string{"go", "vet"}, cfg.Settings.VetFlags...)
 	// Exit 1 is vet reporting findings in our module: there are none, but
 	// a future analyzer might find one in a blank import file; the facts of
 	// the dependencies are cached either way.
-	steps = append(steps, step{name: "vet", dir: srcTarget + "/warm", args: append(vet, "./..."), okExits: []int{1}, timeout: 10 * time.Minute})
+	steps = append(steps, step{name: "vet", dir: srcTarget + "/warm", args: append(vet, "./..."), okExits: []int{1}, timeout: stepTimeout})
 	test := []string{"go", "test", "-json", "-count=1", "-run=^$"}
 	if cfg.Settings.TestVet != "" {
 		test = append(test, "-vet="+cfg.Settings.TestVet)
 	}
-	steps = append(steps, step{name: "test", dir: srcTarget + "/warm", args: append(test, "./..."), timeout: 10 * time.Minute})
+	steps = append(steps, step{name: "test", dir: srcTarget + "/warm", args: append(test, "./..."), timeout: stepTimeout})
 	// 3. The GOCACHEPROG program, static. It shares the seed's cache: with
 	// the usual CGO_ENABLED=0 its dependencies are already compiled, and
 	// under other settings its entries are just more trusted entries.
@@ -138,7 +156,7 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 		name: "cacheprog", dir: srcTarget + "/cacheprog",
 		args:    []string{"go", "build", "-trimpath", "-o", progOut, "."},
 		env:     map[string]string{"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOOS": "", "GOARCH": ""},
-		timeout: 5 * time.Minute,
+		timeout: stepTimeout,
 	})
 	for _, s := range steps {
 		if _, err := r.run(ctx, s); err != nil {
@@ -188,6 +206,7 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 	if err := os.Chmod(dir, 0o555); err != nil {
 		return Meta{}, fmt.Errorf("cacheseed: %w", err)
 	}
+	succeeded = true
 	log.Info("seed built", "phase", "seed", "dur", meta.BuildTime, "files", files, "bytes", bytes, "packages", len(pkgs))
 	return meta, nil
 }

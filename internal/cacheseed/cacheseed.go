@@ -92,8 +92,9 @@ const MinGoVersion = "go1.24"
 // Budgets of a seed build.
 const (
 	// DefaultBuildTimeout bounds the whole of Ensure's build, waiting for
-	// another process's lock included.
-	DefaultBuildTimeout = 15 * time.Minute
+	// another process's lock included. A build cut short resumes from
+	// where it stopped on the next Ensure.
+	DefaultBuildTimeout = 60 * time.Minute
 	// DefaultNanoCPUs is the seed container's CPU limit when Config.Limits
 	// leaves it zero: two CPUs, clamped to what the engine has.
 	DefaultNanoCPUs = 2_000_000_000
