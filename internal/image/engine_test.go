@@ -29,12 +29,19 @@ func hostGoVersion(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
+// Run times for the containers the tests start. Compiling std on a busy
+// two-CPU machine running the other packages' tests takes minutes.
+const (
+	quickRun   = 2 * time.Minute
+	compileRun = 15 * time.Minute
+)
+
 // run runs argv in a container from id with the defaults of
 // internal/container (uid 65534, read-only root, no capabilities, no
-// network) and a tmpfs /tmp.
-func run(t *testing.T, c *dockerapi.Client, id string, argv ...string) container.Result {
+// network) and a tmpfs /tmp, killing it after timeout.
+func run(t *testing.T, c *dockerapi.Client, id string, timeout time.Duration, argv ...string) container.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
 	info, err := c.Info(ctx)
 	if err != nil {
@@ -48,7 +55,7 @@ func run(t *testing.T, c *dockerapi.Client, id string, argv ...string) container
 		Mounts: []container.Mount{{Type: container.Tmpfs, Target: "/tmp", Exec: true, SizeBytes: 1 << 30}},
 		Limits: container.Limits{NanoCPUs: container.ClampCPUs(4_000_000_000, info.NCPU), MemoryBytes: 2 << 30},
 	}
-	res, err := container.Run(ctx, c, s, container.RunOptions{Timeout: 4 * time.Minute})
+	res, err := container.Run(ctx, c, s, container.RunOptions{Timeout: timeout})
 	if err != nil {
 		t.Fatalf("run %q: %v", argv, err)
 	}
@@ -98,13 +105,13 @@ func TestBuildTwiceSameIDAndRunsGo(t *testing.T) {
 	}
 
 	// argv only, no shell involved.
-	res := run(t, c, r1.ID, "go", "version")
+	res := run(t, c, r1.ID, quickRun, "go", "version")
 	wantOut := "go version " + want + " linux/" + runtime.GOARCH
 	if res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != wantOut {
 		t.Errorf("go version: exit %d, stdout %q, stderr %q; want %q", res.ExitCode, res.Stdout, res.Stderr, wantOut)
 	}
 
-	res = run(t, c, r1.ID, "/bin/sh", "-c", `set -e
+	res = run(t, c, r1.ID, quickRun, "/bin/sh", "-c", `set -e
 id -u; id -g
 stat -c %a /tmp
 echo written > /tmp/probe && cat /tmp/probe
@@ -118,7 +125,7 @@ go env GOROOT`)
 
 // TestToolchainWorksInImage builds, vets and tests a module in the image:
 // what the trimming must not break. It compiles part of std, so it takes a
-// minute or two.
+// minute on an idle machine, several on a busy one.
 func TestToolchainWorksInImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles std in a container; skipped with -short")
@@ -131,7 +138,7 @@ func TestToolchainWorksInImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	res := run(t, c, r.ID, "/bin/sh", "-c", `set -e
+	res := run(t, c, r.ID, compileRun, "/bin/sh", "-c", `set -e
 mkdir /tmp/m && cd /tmp/m
 printf 'module m\n\ngo 1.21\n' > go.mod
 printf 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println(Hello()) }\n\nfunc Hello() string { return "hello" }\n' > main.go
@@ -141,6 +148,9 @@ go test -count=1 ./...
 go build -o /tmp/m/bin .
 /tmp/m/bin`)
 	t.Logf("vet, test, build in the image: %v", time.Since(start))
+	if res.TimedOut {
+		t.Fatalf("killed after %v; stderr:\n%s", compileRun, res.Stderr)
+	}
 	if res.ExitCode != 0 || !strings.HasSuffix(string(res.Stdout), "hello\n") || !strings.Contains(string(res.Stdout), "ok  \tm") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
@@ -157,7 +167,7 @@ func TestBaseImageRunsShell(t *testing.T) {
 	if r.GoVersion != "" || r.Busybox == "" {
 		t.Errorf("base Build = %+v; want busybox, no Go", r)
 	}
-	res := run(t, c, r.ID, "/bin/sh", "-c", `echo ok > /tmp/f && cat /tmp/f && timeout 5 true && tar --help >/dev/null 2>&1; echo $?`)
+	res := run(t, c, r.ID, quickRun, "/bin/sh", "-c", `echo ok > /tmp/f && cat /tmp/f && timeout 5 true && tar --help >/dev/null 2>&1; echo $?`)
 	if res.ExitCode != 0 || string(res.Stdout) != "ok\n0\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
