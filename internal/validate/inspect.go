@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
@@ -242,8 +243,15 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return nil, err
 	}
 
+	phase("seed")
+	seed := ensureSeed(ctx, eng, r, ic.img, o.Owner, rep, log)
+
 	phase("probe")
-	if err := r.Probe(ctx); err != nil {
+	var extra []string
+	if seed.Valid() {
+		extra = append(extra, seed.Dir)
+	}
+	if err := r.Probe(ctx, extra...); err != nil {
 		return nil, err
 	}
 
@@ -263,7 +271,10 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("validate")
-	c, err := r.Start(ctx, toolchain.Job{Profile: toolchain.Execute, Source: snap.Dir, Timeout: timeout + containerSlack})
+	c, err := r.Start(ctx, toolchain.Job{
+		Profile: toolchain.Execute, Source: snap.Dir, Timeout: timeout + containerSlack,
+		ReadOnly: seed.Mounts(), Env: seed.Env(),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -285,6 +296,32 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		rep.Candidates = cands
 	}
 	return finish()
+}
+
+// seedSettings are the settings validations run with, as the seed must
+// know them: the profile's GOFLAGS and every default.
+var seedSettings = cacheseed.Settings{GOFLAGS: "-mod=mod"}
+
+// ensureSeed returns the trusted build-cache seed for img, building it on
+// first use. Without one (a toolchain too old for GOCACHEPROG, a failed
+// build) the validation runs with an empty fresh cache: slower, equally
+// correct; the report notes why.
+func ensureSeed(ctx context.Context, eng Engine, r *toolchain.Runner, img report.Image, owner string, rep *report.Report, log *slog.Logger) cacheseed.Seed {
+	seed, err := cacheseed.Ensure(ctx, eng, cacheseed.Config{
+		DataDir: r.DataDir(), Image: img.ID, GoVersion: img.GoVersion, Settings: seedSettings,
+		Owner: owner, Run: r.RunID(), Logger: log,
+	})
+	switch {
+	case errors.Is(err, cacheseed.ErrUnsupported):
+		return cacheseed.Seed{}
+	case err != nil:
+		log.Warn("no build-cache seed", "err", err)
+		rep.Notes = append(rep.Notes, "validated with an empty build cache: the seed could not be built: "+err.Error())
+		return cacheseed.Seed{}
+	case seed.Built:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("built the standard-library build-cache seed for %s in %v", img.GoVersion, seed.Meta.BuildTime.Round(time.Second)))
+	}
+	return seed
 }
 
 func sourceOf(s toolchain.Snapshot) *report.Source {
