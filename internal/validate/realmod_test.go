@@ -1,0 +1,151 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/report"
+)
+
+// realModules are published modules no one here wrote: small, without
+// dependencies, with tests. docs/MODULES.md records their figures.
+var realModules = []string{
+	"github.com/google/uuid@v1.6.0",        // no go directive: 1.16, an image stands in
+	"github.com/dustin/go-humanize@v1.1.0", // go 1.21, two packages
+	"github.com/rs/xid@v1.6.0",             // go 1.16, two packages
+}
+
+// hostEnv is the environment of the host's go commands: the module's
+// own files only, no network, the host's toolchain.
+func hostEnv(gomodcache string) []string {
+	return append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOPROXY=off", "GOMODCACHE="+gomodcache, "GOWORK=off")
+}
+
+// download fetches mod (path@version) into a temporary module cache on
+// the host with the go command and copies the extracted module into a
+// fresh directory, as a user's checkout would look. It returns that
+// directory and the module cache's download directory, which is in
+// GOPROXY file layout and serves as the fixture proxy.
+func download(t *testing.T, mod string) (dir, proxy string) {
+	t.Helper()
+	tmp := t.TempDir()
+	cache := filepath.Join(tmp, "modcache")
+	cmd := exec.Command("go", "mod", "download", "-json", mod)
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOMODCACHE="+cache, "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	out, err := cmd.Output()
+	if err != nil {
+		if enginetest.Required() {
+			t.Fatalf("go mod download %s: %v\n%s", mod, err, out)
+		}
+		t.Skipf("cannot download %s from the module proxy (set %s=1 to fail instead): %v", mod, enginetest.RequireEnv, err)
+	}
+	var d struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &d); err != nil || d.Error != "" || d.Dir == "" {
+		t.Fatalf("go mod download %s: %v %s", mod, err, d.Error)
+	}
+	dir = filepath.Join(tmp, "module")
+	if err := copyDir(d.Dir, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(cache) }) // the module cache is read-only
+	return dir, filepath.Join(cache, "cache", "download")
+}
+
+func copyDir(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+}
+
+// hostStatus runs the same go build, go vet and go test a validation runs
+// on the host and returns pass or fail for each.
+func hostStatus(t *testing.T, dir, gomodcache string) map[string]report.Status {
+	t.Helper()
+	got := map[string]report.Status{}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{CheckBuild, []string{"build", "-o", t.TempDir() + "/", "./..."}},
+		{CheckVet, []string{"vet", "./..."}},
+		{CheckTest, []string{"test", "-count=1", "./..."}},
+	} {
+		cmd := exec.Command("go", c.args...)
+		cmd.Dir = dir
+		cmd.Env = hostEnv(gomodcache)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		got[c.name] = report.StatusPass
+		if err != nil {
+			if _, ok := err.(*exec.ExitError); !ok {
+				t.Fatalf("go %v on the host: %v", c.args, err)
+			}
+			got[c.name] = report.StatusFail
+		}
+		t.Logf("host go %v: %s", c.args[0], got[c.name])
+	}
+	return got
+}
+
+// TestInspect_RealModules inspects published modules and checks that each
+// check's verdict matches the same go build, go vet and go test on the
+// host.
+func TestInspect_RealModules(t *testing.T) {
+	eng, _, dataDir := engine(t)
+	for _, mod := range realModules {
+		t.Run(filepath.Base(mod), func(t *testing.T) {
+			dir, proxy := download(t, mod)
+			host := hostStatus(t, dir, filepath.Dir(filepath.Dir(proxy)))
+			ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
+			defer cancel()
+			start := time.Now()
+			rep, err := Inspect(ctx, eng, InspectOptions{
+				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
+				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+			})
+			if err != nil {
+				t.Fatalf("Inspect(%s) = %v", mod, err)
+			}
+			var text bytes.Buffer
+			report.WriteText(&text, rep)
+			t.Logf("%s in %v:\n%s", mod, time.Since(start).Round(time.Millisecond), text.String())
+			wantVerdict := report.Clean
+			for _, c := range rep.Checks {
+				if c.Name == CheckList {
+					continue
+				}
+				if c.Status != host[c.Name] {
+					t.Errorf("%s: %s = %s in the container, %s on the host", mod, c.Name, c.Status, host[c.Name])
+				}
+				if host[c.Name] == report.StatusFail {
+					wantVerdict = report.Failing
+				}
+			}
+			if rep.Verdict != wantVerdict {
+				t.Errorf("%s: verdict %s; the host says %s", mod, rep.Verdict, wantVerdict)
+			}
+		})
+	}
+}
