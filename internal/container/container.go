@@ -156,7 +156,10 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			PidsLimit:      &pids,
 			Init:           &init,
 			IpcMode:        "private",
-			ShmSize:        64 << 20,
+			// Output is read live (exec, attach) and capped; nothing a
+			// container prints is written to the host's disk.
+			LogConfig: &dockerapi.LogConfig{Type: "none"},
+			ShmSize:   64 << 20,
 		},
 	}
 	seen := map[string]bool{}

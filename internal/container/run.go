@@ -92,7 +92,7 @@ type Engine interface {
 	ContainerWait(ctx context.Context, id, condition string) (dockerapi.WaitResult, error)
 	ContainerKill(ctx context.Context, id, signal string) error
 	ContainerInspect(ctx context.Context, id string) (dockerapi.ContainerJSON, error)
-	ContainerLogs(ctx context.Context, id string, opts dockerapi.LogsOptions, stdout, stderr io.Writer) error
+	ContainerAttach(ctx context.Context, id string) (io.ReadCloser, error)
 	ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error
 }
 
@@ -150,7 +150,32 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (Result, error) 
 		}()
 	}
 
+	// Attach before start so no output is missed. The output streams
+	// straight into capped buffers while the command runs: it never lands on
+	// the host's disk (Config sets the log driver to none), and what passes
+	// the cap is counted and dropped, so the container never blocks on us.
+	stdout, stderr := dockerapi.NewBuffer(capBytes), dockerapi.NewBuffer(capBytes)
+	actx, acancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer acancel()
 	t = time.Now()
+	// The stream lives on actx (cancelled when Run returns); only the
+	// attaching itself is bounded by the start budget.
+	timer := time.AfterFunc(b.Start, acancel)
+	stream, err := eng.ContainerAttach(actx, id)
+	attached := timer.Stop()
+	if err == nil && !attached {
+		stream.Close()
+		err = fmt.Errorf("attach took longer than %v", b.Start)
+	}
+	if err != nil {
+		return res, fmt.Errorf("container: attach %s: %w", name, err)
+	}
+	copied := make(chan error, 1)
+	go func() {
+		defer stream.Close()
+		copied <- dockerapi.Demux(stream, stdout, stderr)
+	}()
+	context.AfterFunc(actx, func() { stream.Close() })
 	sctx, cancel := context.WithTimeout(ctx, b.Start)
 	err = eng.ContainerStart(sctx, id)
 	cancel()
@@ -199,17 +224,22 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (Result, error) 
 	res.ExitCode = st.State.ExitCode
 	res.OOMKilled = st.State.OOMKilled
 
+	// The stream ends when the container stops; finish reading it within the
+	// logs budget.
 	t = time.Now()
-	stdout, stderr := dockerapi.NewBuffer(capBytes), dockerapi.NewBuffer(capBytes)
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Logs)
-	err = eng.ContainerLogs(lctx, id, dockerapi.LogsOptions{Stdout: true, Stderr: true}, stdout, stderr)
-	cancel()
+	var cerr error
+	select {
+	case cerr = <-copied:
+	case <-time.After(b.Logs):
+		acancel()
+		cerr = fmt.Errorf("output still streaming after %v", b.Logs)
+	}
 	res.Phases.Logs = time.Since(t)
 	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 	res.StdoutBytes, res.StderrBytes = stdout.Total(), stderr.Total()
 	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
-	if err != nil {
-		return res, fmt.Errorf("container: logs %s: %w", name, err)
+	if cerr != nil {
+		return res, fmt.Errorf("container: output of %s: %w", name, cerr)
 	}
 	log.Debug("container done", "exit", res.ExitCode, "timedout", res.TimedOut, "oom", res.OOMKilled, "dur", res.Phases.Wait)
 	return res, nil

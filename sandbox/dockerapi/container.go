@@ -346,3 +346,17 @@ func copyStream(ctx context.Context, resp *http.Response, stdout, stderr io.Writ
 	}
 	return err
 }
+
+// ContainerAttach attaches to a container's stdout and stderr and returns
+// the live, multiplexed stream (read it with Demux) from now until the
+// container stops. Attach before ContainerStart to see all the output; the
+// caller must keep reading, or the container blocks on its writes, and must
+// close the stream.
+func (c *Client) ContainerAttach(ctx context.Context, id string) (io.ReadCloser, error) {
+	q := url.Values{"stream": {"1"}, "stdout": {"1"}, "stderr": {"1"}}
+	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/containers/" + pathEscape(id) + "/attach", query: q})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
