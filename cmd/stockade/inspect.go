@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -53,7 +54,7 @@ Exit codes:
 Examples:
 
 	stockade inspect .
-	stockade inspect -fixture-proxy testdata/proxy testdata/repos/clean
+	stockade inspect -fixture-proxy testdata/modules testdata/repos/clean
 	stockade inspect -json -timeout 5m ~/src/github.com/google/uuid
 	stockade inspect -worktree -v .`,
 		flags: inspectFlags,
@@ -63,7 +64,7 @@ Examples:
 func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int {
 	var (
 		asJSON       = fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report")
-		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout to acquire modules from, offline, instead of -proxy")
+		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy")
 		proxy        = fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy)
 		worktree     = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
 		timeout      = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together)")
@@ -92,10 +93,12 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		}
 		fp := *fixtureProxy
 		if fp != "" {
-			if fp, err = filepath.Abs(fp); err != nil {
-				fmt.Fprintf(env.stderr, "stockade inspect: %v\n", err)
+			var cleanup func()
+			if fp, cleanup, err = fixtureProxyDir(fp); err != nil {
+				fmt.Fprintf(env.stderr, "stockade inspect: -fixture-proxy: %v\n", err)
 				return exitFailure
 			}
+			defer cleanup()
 		}
 		log := slog.New(slog.DiscardHandler)
 		if *verbose {
@@ -147,6 +150,34 @@ func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report,
 	}
 	defer eng.Close()
 	return validate.Inspect(ctx, eng, opts)
+}
+
+// fixtureProxyDir returns the absolute GOPROXY directory for dir: dir
+// itself when it is in GOPROXY file layout, or, when it holds module
+// sources in internal/modproxy's layout (such as testdata/modules), a
+// proxy generated from them into a temporary directory that cleanup
+// removes.
+func fixtureProxyDir(dir string) (string, func(), error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return "", nil, fmt.Errorf("%s is not a directory", dir)
+	}
+	if _, err := modproxy.Scan(abs); err != nil {
+		return abs, func() {}, nil // not module sources: a proxy already
+	}
+	tmp, err := os.MkdirTemp("", "stockade-proxy-")
+	if err != nil {
+		return "", nil, err
+	}
+	out := filepath.Join(tmp, "proxy")
+	if err := modproxy.Generate(abs, out); err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	return out, func() { os.RemoveAll(tmp) }, nil
 }
 
 // isTerminal reports whether w is a character device, without a terminal

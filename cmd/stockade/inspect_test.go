@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+func TestInspect_Usage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // on stderr
+	}{
+		{"no directory", []string{"inspect"}, exitUnsupported, "usage: stockade inspect"},
+		{"two directories", []string{"inspect", "a", "b"}, exitUnsupported, "usage: stockade inspect"},
+		{"both proxies", []string{"inspect", "-proxy", "https://proxy.golang.org", "-fixture-proxy", "x", "d"}, exitUnsupported, "cannot be used together"},
+		{"bad flag", []string{"inspect", "-nope", "d"}, exitUnsupported, "flag provided but not defined"},
+		{"zero timeout", []string{"inspect", "-timeout", "0s", "d"}, exitUnsupported, "-timeout must be positive"},
+		{"reap with args", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, &stdout, &stderr); code != tc.code {
+				t.Errorf("stockade %q = exit %d; want %d", tc.args, code, tc.code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q; want it to mention %q", stderr.String(), tc.want)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("a usage error printed %q on stdout", stdout.String())
+			}
+		})
+	}
+}
+
+func TestInspect_HelpHasExamples(t *testing.T) {
+	for _, cmd := range []string{"inspect", "reap"} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{cmd, "-h"}, &stdout, &stderr); code != exitOK {
+			t.Errorf("stockade %s -h = exit %d", cmd, code)
+		}
+		man := stderr.String() + stdout.String()
+		if !strings.Contains(man, "Examples:") || !strings.Contains(man, "-data-dir") {
+			t.Errorf("stockade %s -h printed no manual with examples and flags:\n%s", cmd, man)
+		}
+	}
+}
+
+// TestInspect_RefusalExitsTwoWithoutEngine runs the command on refused
+// fixtures with no reachable engine: the refusal needs none.
+func TestInspect_RefusalExitsTwoWithoutEngine(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	dir := filepath.Join("..", "..", "testdata", "repos", "workspace")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"inspect", "-json", "-data-dir", t.TempDir(), dir}, &stdout, &stderr); code != exitUnsupported {
+		t.Fatalf("stockade inspect %s = exit %d; want %d\nstderr: %s", dir, code, exitUnsupported, stderr.String())
+	}
+	var rep report.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("-json printed %q: %v", stdout.String(), err)
+	}
+	if rep.Verdict != report.Unsupported || rep.Refusal == nil || rep.Refusal.Kind != "workspace" {
+		t.Errorf("report %+v; want unsupported (workspace)", rep)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("off a terminal inspect printed %q on stderr", stderr.String())
+	}
+}
+
+func TestFixtureProxyDir_GeneratesFromSources(t *testing.T) {
+	dir, cleanup, err := fixtureProxyDir(filepath.Join("..", "..", "testdata", "modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stockade.test", "greet", "@v", "list")); err != nil {
+		t.Errorf("generated proxy lacks greet's version list: %v", err)
+	}
+	cleanup()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cleanup left %s: %v", dir, err)
+	}
+	// A directory that is not module sources is used as it is.
+	other := t.TempDir()
+	if got, _, err := fixtureProxyDir(other); err != nil || got != other {
+		t.Errorf("fixtureProxyDir(%s) = %q, %v; want it unchanged", other, got, err)
+	}
+}
