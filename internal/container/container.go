@@ -78,8 +78,9 @@ type Mount struct {
 type Spec struct {
 	Image string   // image ID or reference; required
 	Cmd   []string // argv; empty keeps the image's
-	// Env is the whole environment: the host's never leaks in. The image's
-	// own Env is added by the engine; images Stockade builds set only PATH.
+	// Env is the whole environment: the host's never leaks in. The engine
+	// adds the image's own Env under it (images Stockade builds set PATH,
+	// GOROOT, GOTOOLCHAIN=local and CGO_ENABLED=0); a name in Env wins.
 	Env     map[string]string
 	User    string // "uid:gid"; empty means NobodyUser
 	Workdir string // absolute; empty keeps the image's
