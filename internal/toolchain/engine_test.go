@@ -621,6 +621,28 @@ func TestStart_StepsShareOneContainer(t *testing.T) {
 	}
 }
 
+// TestStart_StepCutToLifetime: a step cannot outlive its container; it is
+// timed out by its own in-container timeout, reported TimedOut.
+func TestStart_StepCutToLifetime(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	mustProbe(t, r)
+	ctx := context.Background()
+	c, err := r.Start(ctx, Job{Profile: Execute, Timeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	res, err := c.Exec(ctx, []string{"sleep", "30"}, ExecOptions{Timeout: 30 * time.Second})
+	if err != nil || !res.TimedOut || res.Phases.Wait > 10*time.Second {
+		t.Errorf("step past the lifetime = TimedOut %v after %v, %v", res.TimedOut, res.Phases.Wait, err)
+	}
+	if _, err := c.Exec(ctx, []string{"true"}, ExecOptions{}); !errors.Is(err, ErrContainerEnded) {
+		t.Errorf("step after the lifetime = %v; want ErrContainerEnded", err)
+	}
+}
+
 // TestClose_RemovesEverything: files the container user wrote (in
 // read-only directories, as the module cache has) are removed through a
 // container, and Close leaves only the lock file in the data directory.

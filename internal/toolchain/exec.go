@@ -29,7 +29,7 @@ type Container struct {
 	job        Job // as checked, with the run's caches filled in
 	id, name   string
 	buildCache string
-	workdir    string
+	deadline   time.Time // when the in-container timeout ends the main process
 
 	created, started time.Duration // engine phases, for Result.Phases
 
@@ -92,7 +92,7 @@ func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*C
 		return nil, err
 	}
 	b := r.budgetsOrDefault()
-	c := &Container{r: r, job: job, name: container.RandomName("tc-" + string(job.Profile)), buildCache: job.BuildCache, workdir: spec.Workdir}
+	c := &Container{r: r, job: job, name: container.RandomName("tc-" + string(job.Profile)), buildCache: job.BuildCache}
 	t := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, b.Create)
 	c.id, err = r.eng.ContainerCreate(cctx, c.name, cfg)
@@ -119,6 +119,7 @@ func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*C
 	err = r.eng.ContainerStart(sctx, c.id)
 	cancel()
 	c.started = time.Since(t)
+	c.deadline = time.Now().Add(lifetime)
 	if err != nil {
 		c.Close(ctx)
 		return nil, fmt.Errorf("toolchain: start %s: %w", c.name, err)
@@ -153,7 +154,7 @@ type ExecOptions struct {
 	// Dir is the working directory; empty means the container's (SourceDir
 	// when there is a source, else TmpDir).
 	Dir string
-	// Env adds variables from the ExtraEnv allowlist.
+	// Env adds variables from Job.Env's allowlist.
 	Env map[string]string
 	// Timeout bounds the step in the container; zero means Config.Timeout.
 	Timeout time.Duration
@@ -163,9 +164,10 @@ type ExecOptions struct {
 }
 
 // Exec runs argv as one step in the container as the container user, under
-// `timeout -s KILL`, and returns its exit code and capped output. A step
-// that times out (in the container, or HostGrace later on the host) has
-// TimedOut set and ends the container.
+// `timeout -s KILL`, and returns its exit code and capped output. The step's
+// timeout is o.Timeout (or Config.Timeout), cut to what is left of the
+// container's lifetime. A step that times out (in the container, or
+// HostGrace later on the host) has TimedOut set and ends the container.
 func (c *Container) Exec(ctx context.Context, argv []string, o ExecOptions) (Result, error) {
 	var res Result
 	c.mu.Lock()
@@ -182,6 +184,15 @@ func (c *Container) Exec(ctx context.Context, argv []string, o ExecOptions) (Res
 		return res, err
 	}
 	timeout := timeoutOf(r.cfg, step)
+	// A step cannot outlive its container: end it by its own timeout, and
+	// so report TimedOut, before the container's lifetime ends it.
+	if left := time.Until(c.deadline) - time.Second; left < timeout {
+		if left < time.Second {
+			c.markEnded()
+			return res, ErrContainerEnded
+		}
+		timeout = left
+	}
 	capBytes := o.OutputCap
 	if capBytes == 0 {
 		capBytes = r.cfg.OutputCap

@@ -28,7 +28,8 @@ type Reaper interface {
 // label.DataDir=DataDirID(dataDir), whatever their owner or run. Nothing
 // else is touched. Call it with the data directory's lock held (Open does),
 // so no live run's containers are among them. It returns how many it
-// removed.
+// removed. dataDir must be spelled as PrepareDataDir returns it, so the ID
+// matches the one Open used.
 func Reap(ctx context.Context, eng Reaper, dataDir string) (int, error) {
 	return reap(ctx, eng, DataDirID(filepath.Clean(dataDir)), "")
 }

@@ -306,18 +306,20 @@ type Job struct {
 	// Bind mounts; Writable is refused; targets may not touch the profile's
 	// own paths. A Runner accepts only sources that passed its Probe.
 	ReadOnly []container.Mount
-	// Env adds variables from an allowlist (see ExtraEnv); the variables
-	// each profile sets cannot be overridden.
+	// Env adds variables from an allowlist: CGO_ENABLED, GOOS, GOARCH,
+	// GOAMD64, GOARM64, GOEXPERIMENT, GODEBUG, GOMAXPROCS, GOGC, GOMEMLIMIT,
+	// GOTRACEBACK, GOCACHEPROG. The variables each profile sets, and any
+	// other that decides what is fetched or trusted, are refused.
 	Env map[string]string
 	// Timeout bounds the command inside the container; zero means
 	// Config.Timeout.
 	Timeout time.Duration
 }
 
-// ExtraEnv is the allowlist of variables a Job may add. Everything that
+// extraEnv is the allowlist of variables a Job may add. Everything that
 // decides where modules come from, where caches are, or what is trusted is
 // set by the profile and cannot be added.
-var ExtraEnv = map[string]bool{
+var extraEnv = map[string]bool{
 	"CGO_ENABLED": true, "GOOS": true, "GOARCH": true, "GOAMD64": true, "GOARM64": true,
 	"GOEXPERIMENT": true, "GODEBUG": true, "GOMAXPROCS": true, "GOGC": true,
 	"GOMEMLIMIT": true, "GOTRACEBACK": true, "GOCACHEPROG": true,
@@ -529,7 +531,7 @@ func checkJob(cfg Config, j Job) error {
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if !ExtraEnv[k] {
+		if !extraEnv[k] {
 			return weak(jobErr("Env", "%s is set by the profile or not allowed", k))
 		}
 	}
