@@ -75,7 +75,7 @@ import (
 // Budgets of the engine calls that must finish even when the caller's
 // context has ended: each runs on context.WithoutCancel with its own.
 const (
-	killerBudget  = 5 * time.Second  // one attempt of the killer exec
+	killerBudget  = 6 * time.Second  // the killer exec's attempts together
 	restartBudget = 30 * time.Second // the restart fallback
 	streamGrace   = 5 * time.Second  // for an exec's stream to end after its kill
 	inspectBudget = 10 * time.Second // exec inspect after the stream ended
@@ -119,6 +119,7 @@ type engine interface {
 	ExecCreate(ctx context.Context, containerID string, cfg dockerapi.ExecConfig) (string, error)
 	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
 	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
+	ArchiveStat(ctx context.Context, id, path string) (dockerapi.PathStat, error)
 	ArchiveGet(ctx context.Context, id, path string) (io.ReadCloser, dockerapi.PathStat, error)
 	ArchivePut(ctx context.Context, id, dir string, r io.Reader, opts dockerapi.PutOptions) error
 	VolumeCreate(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error)
@@ -451,9 +452,8 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 		return nil, fmt.Errorf("docker: session %s: %w: %s", r.spec.SessionID, sandbox.ErrSpecMismatch, strings.Join(diffs, "; "))
 	}
 	b := p.box(c.ID, name, r.spec.SessionID, r.workdir, r.uid)
-	if c.State.Running {
-		return b, nil
-	}
+	// Start (a no-op when running) and make sure the roots are ready: the
+	// Provision that created the container may still be preparing them.
 	return b, b.start(ctx)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -35,19 +36,50 @@ func (b *box) ID() string { return b.id }
 
 func (b *box) user() string { return fmt.Sprintf("%d:%d", b.uid, b.uid) }
 
-// setupShell makes the writable volumes usable by the sandbox user. Fresh
-// volumes belong to root with mode 0755; this runs as uid 0 but with every
-// capability dropped (the container's bounding set is empty), which is
-// enough to chmod what root owns and nothing more. /tmp gets the sticky
-// bit, like every /tmp. Arguments: the writable roots.
+// Fresh volumes belong to root with mode 0755, so the sandbox user could not
+// write its own workdir. setupShell fixes that once, run as uid 0 with every
+// capability dropped (the container's bounding set is empty): enough to
+// chmod what root owns, nothing more. Its result is recognisable by the
+// roots' modes (0777, and 01777 for /tmp, which a fresh volume never has),
+// so an archive stat (a few milliseconds on a running container) tells
+// whether it is needed. Arguments are the writable roots.
+//
+// An archive upload of a "../<base>/" directory entry into each root would
+// also do (the engine applies it to the root itself), without a process in
+// the container; it is not used because it relies on a quirk of the
+// engine's path cleaning, and because each upload runs the engine's chroot
+// helper and costs as much as the exec.
 const setupShell = `for d; do
 	if [ "$d" = /tmp ]; then chmod 1777 /tmp; else chmod 0777 -- "$d"; fi || exit 1
 done`
 
-// start starts the container (a no-op when it runs) and prepares it.
+// rootMode is the mode setupShell gives a writable root.
+func rootMode(root string) os.FileMode {
+	if root == "/tmp" {
+		return 0o777 | os.ModeSticky
+	}
+	return 0o777
+}
+
+// volumesReady reports whether setupShell already ran.
+func (b *box) volumesReady(ctx context.Context) bool {
+	for _, r := range b.roots {
+		st, err := b.p.eng.ArchiveStat(ctx, b.id, r)
+		if err != nil || !st.Mode.IsDir() || st.Mode&(os.ModePerm|os.ModeSticky) != rootMode(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// start starts the container (a no-op when it runs) and prepares the
+// writable roots if needed.
 func (b *box) start(ctx context.Context) error {
 	if err := b.p.eng.ContainerStart(ctx, b.id); err != nil {
 		return fmt.Errorf("docker: start %s: %w", b.name, err)
+	}
+	if b.volumesReady(ctx) {
+		return nil
 	}
 	res, err := b.script(ctx, "0:0", setupShell, b.roots...)
 	if err != nil {
@@ -272,20 +304,23 @@ func (b *box) kill(ctx context.Context, marker string) {
 	bg := context.WithoutCancel(ctx)
 	start := time.Now()
 	log := b.p.log.With("container", b.name, "phase", "kill")
-	for attempt := 0; attempt < 3; attempt++ {
-		kctx, cancel := context.WithTimeout(bg, killerBudget)
+	// Attempts share one budget: a killer that cannot start in it (every
+	// pid taken, the engine swamped) will not start in the next either.
+	kctx, cancel := context.WithTimeout(bg, killerBudget)
+	for attempt := 0; kctx.Err() == nil; attempt++ {
 		res, err := b.scriptArgv(kctx, []string{"/bin/sh", "-c", killShell, "stockade-kill", marker})
-		cancel()
 		if err == nil && res.code == 0 {
+			cancel()
 			log.Debug("killed", "dur", time.Since(start))
 			return
 		}
 		log.Warn("killer failed", "attempt", attempt, "err", err, "code", res.code, "stderr", res.stderr)
-		if sleep(bg, 100*time.Millisecond, false) != nil {
+		if sleep(kctx, 100*time.Millisecond, false) != nil {
 			break
 		}
 	}
-	kctx, cancel := context.WithTimeout(bg, restartBudget)
+	cancel()
+	kctx, cancel = context.WithTimeout(bg, restartBudget)
 	defer cancel()
 	// The killer cannot run (every pid taken) or cannot win: restart the
 	// container. Its volumes, and so its files, stay.

@@ -1,0 +1,182 @@
+package docker
+
+// Benchmarks of the jobs the issue measures, each beside the docker CLI doing
+// the same job in the same run, so ratios can be taken. Every sub-benchmark
+// reports its median as p50-ms besides the mean ns/op. Run:
+//
+//	go test -run '^$' -bench . -benchtime 20x ./sandbox/docker/
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
+)
+
+// timed runs op b.N times and reports the median besides the mean.
+func timed(b *testing.B, op func(i int)) {
+	b.Helper()
+	durs := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		op(i)
+		durs = append(durs, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(durs)
+	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "p50-ms")
+}
+
+// dockerCLI runs the docker CLI, failing b on error.
+func dockerCLI(b *testing.B, args ...string) {
+	b.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("docker %v: %v\n%s", args, err, out)
+	}
+}
+
+type benchEnv struct {
+	p     *Provider
+	img   string
+	owner string
+	sb    sandbox.Sandbox
+	name  string // container name of sb
+}
+
+// setup provisions one running sandbox for a benchmark, removed at its end.
+func setup(b *testing.B) *benchEnv {
+	b.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		b.Skip("no docker CLI to compare with")
+	}
+	c := enginetest.Client(b)
+	e := &benchEnv{img: testImage(b, c), owner: enginetest.Owner(b)}
+	e.p, _ = newProvider(b, e.owner)
+	ctx := context.Background()
+	id := domain.ID("bench")
+	sb, err := e.p.Provision(ctx, sandbox.Spec{SessionID: id, Image: e.img})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.sb, e.name = sb, e.p.containerName(id)
+	b.Cleanup(func() { sb.Destroy(context.Background()) })
+	return e
+}
+
+func BenchmarkProvisionExecDestroy(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	b.Run("stockade", func(b *testing.B) {
+		timed(b, func(i int) {
+			sb, err := e.p.Provision(ctx, sandbox.Spec{SessionID: domain.ID("pd-" + strconv.Itoa(i)), Image: e.img})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+			if err := sb.Destroy(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("docker-run-rm", func(b *testing.B) {
+		timed(b, func(int) {
+			dockerCLI(b, "run", "--rm", "--network", "none", "--label", label.Owner+"="+e.owner, e.img, "true")
+		})
+	})
+}
+
+func BenchmarkExec(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	b.Run("stockade", func(b *testing.B) {
+		timed(b, func(int) {
+			if res, err := e.sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+		})
+	})
+	b.Run("docker-exec", func(b *testing.B) {
+		timed(b, func(int) { dockerCLI(b, "exec", "-u", "65534:65534", e.name, "true") })
+	})
+}
+
+func BenchmarkWriteFiles1000(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	dir := b.TempDir()
+	var files []sandbox.FileWrite
+	for i := 0; i < 1000; i++ {
+		rel := fmt.Sprintf("d%d/f%d.txt", i%10, i)
+		data := []byte(fmt.Sprintf("file %d\n", i))
+		files = append(files, sandbox.FileWrite{Path: "/workspace/wf/" + rel, Data: data})
+		os.MkdirAll(filepath.Join(dir, "wf", filepath.Dir(rel)), 0o755)
+		os.WriteFile(filepath.Join(dir, "wf", rel), data, 0o644)
+	}
+	b.Run("stockade", func(b *testing.B) {
+		timed(b, func(int) {
+			if err := e.sb.WriteFiles(ctx, files); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("docker-cp", func(b *testing.B) {
+		timed(b, func(int) { dockerCLI(b, "cp", filepath.Join(dir, "wf")+"/.", e.name+":/workspace/wfcli") })
+	})
+}
+
+func BenchmarkWriteFile1MiB(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	host := filepath.Join(b.TempDir(), "one.bin")
+	os.WriteFile(host, data, 0o644)
+	b.Run("stockade", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		timed(b, func(int) {
+			if err := e.sb.WriteFile(ctx, "/workspace/one.bin", data); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("docker-cp", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		timed(b, func(int) { dockerCLI(b, "cp", host, e.name+":/workspace/one-cli.bin") })
+	})
+}
+
+func BenchmarkReadFile1MiB(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	if err := e.sb.WriteFile(ctx, "/workspace/one.bin", data); err != nil {
+		b.Fatal(err)
+	}
+	dst := filepath.Join(b.TempDir(), "out.bin")
+	b.Run("stockade", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		timed(b, func(int) {
+			if got, err := e.sb.ReadFile(ctx, "/workspace/one.bin"); err != nil || len(got) != len(data) {
+				b.Fatal(len(got), err)
+			}
+		})
+	})
+	b.Run("docker-cp", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		timed(b, func(int) { dockerCLI(b, "cp", e.name+":/workspace/one.bin", dst) })
+	})
+}
