@@ -336,13 +336,11 @@ func (r *Runner) runOptions(p Profile, timeout time.Duration) container.RunOptio
 }
 
 // Run runs job in a one-shot container of its profile and removes the
-// container. The container's main process only waits; the command runs in
-// it as an exec, so its output is streamed to us under the cap with exact
-// byte counts. (Reading the engine's logs after the exit would lose output
-// to the engine's log rotation and under-count it, making a flood look
-// small.) The command runs under an in-container `timeout -s KILL`; the host
-// kills the container HostGrace later if it is still running. Kill and
-// removal run on their own budgets, detached from ctx.
+// container (container.Run: output streamed live into capped buffers, and
+// kill, output collection and removal each on their own budget, detached
+// from ctx). The command runs under an in-container `timeout -s KILL`; the
+// host kills the container HostGrace later if it is still running.
+// Result.TimedOut is set by either.
 func (r *Runner) Run(ctx context.Context, job Job) (Result, error) {
 	return r.run(ctx, job, false)
 }
@@ -350,26 +348,22 @@ func (r *Runner) Run(ctx context.Context, job Job) (Result, error) {
 // run is Run; keep leaves the container in place (tests use it to leave an
 // orphan as a crashed process would).
 func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
-	if len(job.Cmd) == 0 {
-		return Result{}, jobErr("Cmd", "no command")
+	if err := r.checkJob(&job); err != nil {
+		return Result{}, err
 	}
-	timeout := timeoutOf(r.cfg, job)
-	step := ExecOptions{Dir: job.Dir, Timeout: timeout}
-	argv := job.Cmd
-	job.Timeout = timeout
-	c, err := r.start(ctx, job, timeout+2*HostGrace)
+	spec, err := NewSpec(r.cfg, job)
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := c.Exec(ctx, argv, step)
-	res.Phases.Create, res.Phases.Start = c.created, c.started
-	if !keep {
-		t := time.Now()
-		if cerr := c.Close(ctx); err == nil {
-			err = cerr
-		}
-		res.Phases.Remove = time.Since(t)
+	timeout := timeoutOf(r.cfg, job)
+	o := r.runOptions(job.Profile, timeout)
+	o.OutputCap = r.cfg.OutputCap
+	if o.OutputCap <= 0 {
+		o.OutputCap = DefaultOutputCap
 	}
+	o.Keep = keep
+	res, err := container.Run(ctx, r.eng, spec, o)
+	markTimeout(&res, timeout, res.Phases.Wait)
 	return res, err
 }
 
