@@ -114,6 +114,11 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			LockTimeout:  *lockTimeout,
 			Pull:         *pull,
 			Logger:       log,
+			// Waiting is the one thing said off a terminal: a run that
+			// seems to hang should say why.
+			OnLockWait: func(holder string) {
+				fmt.Fprintf(env.stderr, "stockade inspect: another run holds the data directory (%s); waiting up to %v\n", holder, *lockTimeout)
+			},
 		}
 		if !*verbose && isTerminal(env.stderr) {
 			p := newProgress(env.stderr)

@@ -111,9 +111,10 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 	deadline := time.Now().Add(timeout)
 
 	var res Result
+	killed := false // a step was killed at the deadline: the container may be gone
 	step := func(name string, argv []string) (Output, bool, error) {
 		left := time.Until(deadline)
-		if left < minStepTime {
+		if left < minStepTime || killed {
 			return Output{}, false, nil
 		}
 		t := time.Now()
@@ -124,6 +125,7 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 		if err != nil {
 			return out, true, fmt.Errorf("validate: %s: %w", name, err)
 		}
+		killed = out.TimedOut
 		return out, true, nil
 	}
 	notRun := func(name string) report.Check {
