@@ -44,7 +44,8 @@
 // ending with the line "stockade: killed: out of memory"; the result has no
 // separate field for it, so callers match that line. Whether background
 // processes a command leaves behind outlive its normal end is up to the
-// engine (Docker ends them with the exec); callers must not rely on either.
+// engine (under Docker they ended with the exec in our runs); callers must
+// not rely on either.
 // While they live they count against the pids and memory limits.
 //
 // # Files
