@@ -45,8 +45,9 @@
 // to check and create parents as the sandbox user, one archive upload
 // (extracted with the container user as owner), one exec to rename, so a
 // write of any number of files costs two execs and one upload per writable
-// place touched. Files of WriteFiles are grouped by writable place (the
-// workdir's first); order is kept within a place.
+// place touched. Files of WriteFiles are grouped by writable place, in the
+// order the places first appear; order is kept within a place, and the
+// write stops at the first failure.
 package docker
 
 import (
