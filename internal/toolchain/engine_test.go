@@ -320,6 +320,30 @@ func TestRun_OutputCapFlagsTruncation(t *testing.T) {
 	}
 }
 
+// TestRun_OutOfMemoryIsData: a command killed for memory is a result with
+// OOMKilled set, not a timeout and not an error, in both modes.
+func TestRun_OutOfMemoryIsData(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), func(o *Options) { o.Config.Limits.MemoryBytes = 64 << 20 })
+	mustProbe(t, r)
+	hog := sh(`awk 'BEGIN { s = "xxxxxxxxxxxxxxxx"; while (1) s = s s }'`)
+	res := mustRun(t, r, Job{Profile: Execute, BuildCache: mustCache(t, r), Cmd: hog})
+	if !res.OOMKilled || res.TimedOut || res.ExitCode != 137 {
+		t.Errorf("one-shot: OOMKilled %v TimedOut %v exit %d; want true false 137", res.OOMKilled, res.TimedOut, res.ExitCode)
+	}
+	ctx := context.Background()
+	c, err := r.Start(ctx, Job{Profile: Execute, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	res, err = c.Exec(ctx, hog, ExecOptions{})
+	if err != nil || !res.OOMKilled || res.TimedOut || res.ExitCode != 137 {
+		t.Errorf("exec: OOMKilled %v TimedOut %v exit %d, %v; want true false 137", res.OOMKilled, res.TimedOut, res.ExitCode, err)
+	}
+}
+
 // TestRun_LongCommandStillCollectsLogsAndRemoves: each post-run engine call
 // has its own budget, so a command longer than every single budget still
 // has its logs read and its container removed.

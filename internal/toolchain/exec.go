@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,9 +34,10 @@ type Container struct {
 
 	created, started time.Duration // engine phases, for Result.Phases
 
-	mu     sync.Mutex
-	ended  bool
-	closed bool
+	mu       sync.Mutex
+	ended    bool
+	closed   bool
+	oomKills int64 // the cgroup's oom_kill count after the last step
 }
 
 // Start creates and starts a long-lived container for job, which must be an
@@ -262,20 +264,54 @@ func (c *Container) Exec(ctx context.Context, argv []string, o ExecOptions) (Res
 	}
 	res.ExitCode = *st.ExitCode
 	if res.ExitCode == 137 {
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
-		if cj, err := r.eng.ContainerInspect(ictx, c.id); err == nil {
-			res.OOMKilled = cj.State.OOMKilled
-			if !cj.State.Running {
-				c.markEnded()
-			}
-		}
-		cancel()
+		res.OOMKilled = c.oomKilled(ctx)
 	}
 	markTimeout(&res, timeout, res.Phases.Wait)
 	if res.TimedOut {
 		c.kill(ctx)
 	}
 	return res, nil
+}
+
+// oomKilled reports whether the kernel killed a process of the container
+// for memory since the last step. The engine's OOMKilled flag is only set
+// when the container exits, so a live container's cgroup counter is read
+// (cgroup v2 memory.events, v1 memory.oom_control: "oom_kill N"); a
+// container that is gone is inspected.
+func (c *Container) oomKilled(ctx context.Context) bool {
+	b := c.r.budgetsOrDefault()
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
+	defer cancel()
+	if cj, err := c.r.eng.ContainerInspect(ictx, c.id); err == nil && (!cj.State.Running || cj.State.OOMKilled) {
+		if !cj.State.Running {
+			c.markEnded()
+		}
+		return cj.State.OOMKilled
+	}
+	id, err := c.r.eng.ExecCreate(ictx, c.id, dockerapi.ExecConfig{
+		Cmd:  TimeoutCmd(5*time.Second, []string{"cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}),
+		User: ContainerUser, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return false
+	}
+	out := dockerapi.NewBuffer(4096)
+	if err := c.r.eng.ExecStart(ictx, id, out, nil); err != nil {
+		return false
+	}
+	var n int64
+	for _, l := range strings.Split(out.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, "oom_kill "); ok {
+			if k, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && k > n {
+				n = k
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	killed := n > c.oomKills
+	c.oomKills = max(c.oomKills, n)
+	return killed
 }
 
 func (c *Container) markEnded() {
