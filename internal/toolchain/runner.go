@@ -124,6 +124,15 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	}
 	cfg.RunID = container.RandomHex(6)
 	cfg.DataDirID = "pending"
+	for _, f := range []*string{&cfg.FixtureProxy, &cfg.ScanTools, &cfg.ScanVulnDB} {
+		if *f != "" {
+			abs, err := filepath.Abs(*f)
+			if err != nil {
+				return nil, configErr("FixtureProxy", "%v", err)
+			}
+			*f = abs
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -377,8 +386,9 @@ func markTimeout(res *Result, timeout, ran time.Duration) {
 
 // Close removes the run's live containers and every directory the run made
 // (through a container when the host user cannot remove what the container
-// user wrote), and releases the data directory's lock. It returns the first
-// failure; the lock is released regardless.
+// user wrote), and releases the data directory's lock. It works on its own
+// budgets even when ctx has ended, returns every failure joined, and
+// releases the lock regardless. It is safe to call more than once.
 func (r *Runner) Close(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
