@@ -24,8 +24,9 @@ var update = flag.Bool("update", false, "rewrite the golden reports in testdata/
 var repos = filepath.Join("..", "..", "testdata", "repos")
 
 // shared is what the engine tests of this package share, made once: the
-// toolchain image, the fixture proxy and one data directory, so the
-// trusted build-cache seed is built at most once per test process.
+// toolchain image, the fixture proxy and one data directory. The data
+// directory outlives the test process, so the trusted build-cache seed is
+// built once per image and reused by later runs, as inspect reuses it.
 var shared struct {
 	once    sync.Once
 	err     error
@@ -41,6 +42,20 @@ func TestMain(m *testing.M) {
 		removeTree(shared.tmp)
 	}
 	os.Exit(code)
+}
+
+// testDataDir is the data directory the engine tests share across runs:
+// $STOCKADE_TEST_DATADIR, or stockade-test/validate under the user's cache
+// directory (under the home directory, which VM-backed engines see).
+func testDataDir() (string, error) {
+	if d := os.Getenv("STOCKADE_TEST_DATADIR"); d != "" {
+		return d, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, "stockade-test", "validate"), nil
 }
 
 // removeTree removes dir, making what the tests made read-only writable
@@ -75,7 +90,9 @@ func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 		if shared.err = modproxy.Generate(filepath.Join("..", "..", "testdata", "modules"), shared.proxy); shared.err != nil {
 			return
 		}
-		shared.dataDir = filepath.Join(shared.tmp, "data")
+		if shared.dataDir, shared.err = testDataDir(); shared.err != nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		_, shared.err = image.Build(ctx, c, image.Options{})
