@@ -55,6 +55,9 @@ const (
 	Tool Profile = "tool"
 )
 
+// Profiles lists every profile.
+var Profiles = []Profile{Acquire, Mutate, Execute, Tool}
+
 // Paths inside the containers.
 const (
 	SourceDir       = "/src"           // the source snapshot, read-only
