@@ -151,10 +151,11 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 	steps = append(steps, step{name: "test", dir: srcTarget + "/warm", args: append(test, "./..."), timeout: stepTimeout})
 	// 3. The GOCACHEPROG program, static. It shares the seed's cache: with
 	// the usual CGO_ENABLED=0 its dependencies are already compiled, and
-	// under other settings its entries are just more trusted entries.
+	// under other settings its entries are just more trusted entries. No
+	// -trimpath: it would change the key of every dependency.
 	steps = append(steps, step{
 		name: "cacheprog", dir: srcTarget + "/cacheprog",
-		args:    []string{"go", "build", "-trimpath", "-o", progOut, "."},
+		args:    []string{"go", "build", "-o", progOut, "."},
 		env:     map[string]string{"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOOS": "", "GOARCH": ""},
 		timeout: stepTimeout,
 	})
