@@ -161,9 +161,12 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	rep := report.New(o.Dir)
 	var cur string
 	var curStart time.Time
+	var steps []report.Phase // the validation's own steps, listed after it
 	phase := func(name string) {
 		if cur != "" {
 			rep.Timings.AddPhase(cur, time.Since(curStart))
+			rep.Timings.Phases = append(rep.Timings.Phases, steps...)
+			steps = nil
 		}
 		cur, curStart = name, time.Now()
 		if name != "" {
@@ -286,7 +289,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return nil, err
 	}
 	rep.Checks = res.Checks
-	rep.Timings.Phases = append(rep.Timings.Phases, res.Phases...)
+	steps = res.Phases
 
 	phase("candidates")
 	cands, err := Candidates(ctx, acq, m.Direct())
