@@ -107,12 +107,16 @@ func TestBulkWriteLands(t *testing.T) {
 			os.MkdirAll(w+"/old", 0o755)
 			os.WriteFile(w+"/old/keep.sh", []byte("old"), 0o750)
 			os.WriteFile(w+"/old/same", []byte("old"), 0o644)
+			os.WriteFile(w+"/old/x.sh", []byte("old"), 0o700)
 			files := []FileWrite{
 				{Path: w + "/a.txt", Data: []byte("a")},
 				{Path: w + "/old/keep.sh", Data: []byte("new")},
 				{Path: w + "/new/deep/b c.txt", Data: []byte("b")},
 				{Path: w + "/old/same", Data: nil},
 				{Path: w + "/z", Data: []byte("z")},
+				{Path: w + "/.hidden", Data: []byte("h")},
+				{Path: w + "/..dots", Data: []byte("d")},
+				{Path: w + "/old/x.sh", Data: []byte("x")},
 			}
 			b, err := NewBulkWrite(w, files)
 			if err != nil {
@@ -139,6 +143,9 @@ func TestBulkWriteLands(t *testing.T) {
 				"/w":                  "dir",
 				"/w/a.txt":            "-rw-r--r-- a",
 				"/w/z":                "-rw-r--r-- z",
+				"/w/.hidden":          "-rw-r--r-- h",
+				"/w/..dots":           "-rw-r--r-- d",
+				"/w/old/x.sh":         "-rwx------ x",
 				"/w/old":              "dir",
 				"/w/old/keep.sh":      "-rwxr-x--- new",
 				"/w/old/same":         "-rw-r--r-- ",

@@ -104,17 +104,14 @@ exit 0
 // PreserveModeShell defines pm_apply MANIFEST TMP, which gives each staged
 // file whose target already exists the target's permission bits, so a
 // rename keeps the mode; staged files arrive with 0644, the mode of a new
-// file, so only targets with another mode cost a chmod. It runs one stat for
-// all existing targets and one chmod per distinct mode, whatever the number
-// of files. BulkRenameShell includes it.
+// file, so only targets with another mode cost a chmod. It runs one stat
+// (through xargs -0, so any number of targets and any bytes but newline in
+// their names) for all targets and one chmod per distinct mode, whatever the
+// number of files. BulkRenameShell includes it.
 const PreserveModeShell = `pm_apply() {
 	pm_list=$1; pm_tmp=$2
-	set --
-	while IFS= read -r pm_t; do
-		case $pm_t in /*) [ -f "$pm_t" ] && set -- "$@" "$pm_t";; esac
-	done <"$pm_list"
-	[ "$#" -eq 0 ] && return 0
-	pm_out=$(stat -c '%a %n' -- "$@" 2>/dev/null)
+	pm_out=$(grep '^/' "$pm_list" | tr '\n' '\0' | xargs -0 stat -c '%a %n' -- 2>/dev/null)
+	[ -n "$pm_out" ] || return 0
 	pm_modes=
 	while IFS= read -r pm_l; do
 		pm_m=${pm_l%% *}
@@ -124,15 +121,13 @@ const PreserveModeShell = `pm_apply() {
 $pm_out
 EOF
 	for pm_want in $pm_modes; do
-		set --
 		while IFS= read -r pm_l; do
 			[ "${pm_l%% *}" = "$pm_want" ] || continue
 			pm_t=${pm_l#* }
-			set -- "$@" "${pm_t%/*}/$pm_tmp/${pm_t##*/}"
-		done <<EOF
+			printf '%s\0' "${pm_t%/*}/$pm_tmp/${pm_t##*/}"
+		done <<EOF | xargs -0 chmod -- "$pm_want" || return 1
 $pm_out
 EOF
-		chmod -- "$pm_want" "$@" || return 1
 	done
 	return 0
 }
@@ -167,10 +162,14 @@ exit 0
 // it checks that the manifest is complete (else prints "stockade: lost-list"
 // and exits ExitBulkIncomplete) and that every staged file arrived (else
 // ExitBulkExtract), in both cases landing nothing. It then preserves modes
-// (PreserveModeShell) and renames the staged files over their targets in
-// manifest order, one mv per run of targets sharing a directory, and finally
-// removes the staging directories and the bookkeeping. A rename that fails
-// stops the rest with the fault of the first target not landed.
+// (PreserveModeShell) and renames the staged files over their targets, one
+// mv per staging directory (so per target directory, in the order they first
+// appear, whatever the order of the files), and finally removes the staging
+// directories and the bookkeeping. A rename that fails (only a race with the
+// sandbox's own processes can make one fail after BulkPrepareShell's checks)
+// stops the rest with the fault of the first target, in manifest order, that
+// did not land; targets later in the manifest but in a directory already
+// done may have landed.
 const BulkRenameShell = shellLib + PreserveModeShell + `m=$1; l=$2
 if [ ! -f "$m" ] || [ ! -f "$l" ]; then echo "stockade: lost-list"; exit 95; fi
 hdr=; tmp=; n=0; end=
@@ -203,18 +202,14 @@ landed() {
 		i=$((i+1))
 	done <"$m"
 }
-cur=
-set --
-while IFS= read -r t; do
-	case $t in /*) ;; *) continue;; esac
-	d=${t%/*}
-	if [ "$d" != "$cur" ] || [ "$#" -ge 256 ]; then
-		if [ "$#" -gt 0 ]; then mv -f -- "$@" "${cur:-/}/" 2>/dev/null || landed; fi
-		set --; cur=$d
-	fi
-	set -- "$@" "$d/$tmp/${t##*/}"
-done <"$m"
-if [ "$#" -gt 0 ]; then mv -f -- "$@" "${cur:-/}/" 2>/dev/null || landed; fi
+while IFS= read -r sd || [ -n "$sd" ]; do
+	case $sd in /*) ;; *) continue;; esac
+	for pat in '*' '.[!.]*' '..?*'; do
+		set -- "$sd"/$pat
+		[ -e "$1" ] || [ -L "$1" ] || continue
+		mv -f -- "$@" "${sd%/*}/" 2>/dev/null || landed
+	done
+done <"$l"
 set --
 while IFS= read -r d; do
 	case $d in /*) set -- "$@" "$d";; esac
