@@ -57,7 +57,8 @@
 // target, then one rename replaces the target. Parents are created; an
 // existing file keeps its mode; a new one gets 0644. The scripts the backend
 // runs in the container for this are the …Shell constants; they need a POSIX
-// sh, mkdir, mv, rm, rmdir, chmod and stat (BusyBox is enough).
+// sh, mkdir, mv, rm, chmod, stat, grep, tr and xargs with -0 (BusyBox is
+// enough).
 package sandbox
 
 import (
