@@ -274,7 +274,7 @@ func Normalized(r *Report) *Report {
 	c.Checks = make([]Check, len(r.Checks))
 	for i, ch := range r.Checks {
 		// Raw output and reasons quoting it carry durations and paths.
-		ch.Findings = append([]Finding(nil), ch.Findings...)
+		ch.Findings = append(make([]Finding, 0, len(ch.Findings)), ch.Findings...)
 		for j := range ch.Findings {
 			ch.Findings[j].Detail = ""
 		}
