@@ -53,6 +53,9 @@ func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, 
 				byID[in.ID] = in
 			}
 		}
+		if len(present.Entries()) == 0 && len(locals) == 0 {
+			return imagetable.Choice{}, byID, imagetable.ErrTooNew // nothing present fits
+		}
 		c, err := present.Select(directive, locals)
 		return c, byID, err
 	}
