@@ -171,12 +171,19 @@ exit "$sx_r"
 // killShell kills what the exec with marker $1 started; it never forks, so
 // it can run when the pids limit leaves room for one process. It finds the
 // wrapper R by "stockade-exec" followed by the marker in its argv (the NULs
-// between arguments are dropped by read), then, up to 100 rounds, stops and
+// between arguments are dropped by read) among the exec roots (parent 0),
+// then, up to 100 rounds, stops and
 // kills every live process whose ancestry reaches R, or reaches PID 1
 // through an orphan that started no earlier than R (a double-forked or
 // setsid child). It exits 0 when a round finds nothing to kill (or R is
 // gone), 1 when the rounds run out.
 const killShell = `pat="stockade-exec$1"; me=$$; R=
+st() {
+	{ read -r s_l <"/proc/$1/stat"; } 2>/dev/null || return 1
+	set -- ${s_l##*) }
+	s_state=$1; s_pp=$2; s_st=${20}
+	[ "$s_state" != Z ] && [ "$s_state" != X ]
+}
 for d in /proc/[0-9]*; do
 	p=${d#/proc/}
 	[ "$p" = "$me" ] && continue
@@ -184,15 +191,12 @@ for d in /proc/[0-9]*; do
 		case $l in *"$pat"*) R=$p; break;; esac
 		l=
 	done <"$d/cmdline" 2>/dev/null
-	[ -n "$R" ] && break
+	# Only an exec root (no parent in the container) can be the wrapper:
+	# a process that copied the marker into its own argv is not.
+	if [ -n "$R" ] && st "$R" && [ "$s_pp" = 0 ]; then break; fi
+	R=
 done
 [ -n "$R" ] || exit 0
-st() {
-	{ read -r s_l <"/proc/$1/stat"; } 2>/dev/null || return 1
-	set -- ${s_l##*) }
-	s_state=$1; s_pp=$2; s_st=${20}
-	[ "$s_state" != Z ] && [ "$s_state" != X ]
-}
 st "$R" || exit 0
 T0=$s_st
 k=0
@@ -266,15 +270,19 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 		cancelled = true
 	}
 	if timedOut || cancelled {
-		b.kill(ctx, marker)
-		t := time.NewTimer(streamGrace)
-		select {
-		case err = <-done:
-		case <-t.C:
-			cancelStream()
-			err = <-done
+		if !b.kill(ctx, marker) {
+			b.restart(ctx)
 		}
-		t.Stop()
+		// The stream ends once the wrapper is dead. If it does not, the
+		// command escaped the killer (it tampered with the wrapper, say):
+		// the restart is the backstop that keeps the timeout a guarantee.
+		if !waitDone(done, &err, streamGrace) {
+			b.restart(ctx)
+			if !waitDone(done, &err, streamGrace) {
+				cancelStream()
+				err = <-done
+			}
+		}
 	}
 	if cancelled {
 		return sandbox.ExecResult{}, fmt.Errorf("docker: exec in %s: %w", b.name, ctx.Err())
@@ -298,33 +306,48 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	}, nil
 }
 
-// kill ends everything the exec with marker started, on its own budget; if
-// the killer cannot do it, the container is restarted.
-func (b *box) kill(ctx context.Context, marker string) {
-	bg := context.WithoutCancel(ctx)
+// waitDone waits up to d for the stream's end, storing its error.
+func waitDone(done <-chan error, err *error, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case *err = <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// kill runs the killer for the exec with marker, on its own budget, and
+// reports whether it succeeded.
+func (b *box) kill(ctx context.Context, marker string) bool {
 	start := time.Now()
 	log := b.p.log.With("container", b.name, "phase", "kill")
 	// Attempts share one budget: a killer that cannot start in it (every
 	// pid taken, the engine swamped) will not start in the next either.
-	kctx, cancel := context.WithTimeout(bg, killerBudget)
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killerBudget)
+	defer cancel()
 	for attempt := 0; kctx.Err() == nil; attempt++ {
 		res, err := b.scriptArgv(kctx, []string{"/bin/sh", "-c", killShell, "stockade-kill", marker})
 		if err == nil && res.code == 0 {
-			cancel()
 			log.Debug("killed", "dur", time.Since(start))
-			return
+			return true
 		}
 		log.Warn("killer failed", "attempt", attempt, "err", err, "code", res.code, "stderr", res.stderr)
 		if sleep(kctx, 100*time.Millisecond, false) != nil {
 			break
 		}
 	}
-	cancel()
-	kctx, cancel = context.WithTimeout(bg, restartBudget)
+	return false
+}
+
+// restart kills the container and starts it again, on its own budget: the
+// end of every process in it. Its volumes, and so its files, stay.
+func (b *box) restart(ctx context.Context) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartBudget)
 	defer cancel()
-	// The killer cannot run (every pid taken) or cannot win: restart the
-	// container. Its volumes, and so its files, stay.
-	log.Warn("restarting the sandbox to end a command the killer could not", "dur", time.Since(start))
+	log := b.p.log.With("container", b.name, "phase", "restart")
+	log.Warn("restarting the sandbox to end a command the killer could not")
 	if err := b.p.eng.ContainerKill(kctx, b.id, "SIGKILL"); err != nil && !errors.Is(err, dockerapi.ErrNotRunning) {
 		log.Error("kill container", "err", err)
 	}
