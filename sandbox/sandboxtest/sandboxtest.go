@@ -38,8 +38,8 @@ type Harness struct {
 	// process; nil runs the cross-process race with Provider alone.
 	Other sandbox.Provider
 	// Image is present in the backend and has a BusyBox-compatible
-	// /bin/sh with id, ps, sleep, setsid, dd, head, stat, mkfifo, find and
-	// truncate.
+	// /bin/sh with id, ps, sleep, setsid, dd, head, stat, mkfifo, find, md5sum,
+	// truncate, grep, tr and xargs.
 	Image string
 	// OtherImage is a second image (another ID) for the spec-mismatch
 	// case; "" skips that part.
@@ -116,6 +116,7 @@ func Run(t *testing.T, h Harness) {
 		{"Files/RoundTrip", testFileRoundTrip},
 		{"Files/ReadErrors", testReadErrors},
 		{"Files/WriteErrors", testWriteErrors},
+		{"Files/WriteIsAtomic", testAtomic},
 		{"Files/WriteFileStream", testWriteStream},
 		{"Files/WriteFiles", testWriteFiles},
 		{"Files/WriteFilesStopsAtFirstFailure", testWriteFilesFailure},
@@ -1049,4 +1050,51 @@ func testOwnedReap(t *testing.T, r *run) {
 	if slices.Contains(owned(t, r.h.Provider), r.id("destroyed")) {
 		t.Errorf("Owned() lists a destroyed sandbox")
 	}
+}
+
+func testAtomic(t *testing.T, r *run) {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	sb := r.main
+	a, b := bytes.Repeat([]byte("a"), 256<<10), bytes.Repeat([]byte("b"), 256<<10)
+	sum := func(data []byte) string {
+		if err := sb.WriteFile(ctx, "/workspace/at/f", data); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(sh(t, sb, "md5sum < /workspace/at/f"))
+	}
+	sa, sbb := sum(a), sum(b)
+	// A reader that checks every version it sees is one of the two whole
+	// files, until told to stop.
+	reader := fmt.Sprintf(`n=0; while [ ! -e /tmp/at-stop ]; do
+	s=$(md5sum < /workspace/at/f) || exit 2
+	[ "$s" = %q ] || [ "$s" = %q ] || { echo "torn: $s"; exit 1; }
+	n=$((n+1))
+done; echo "$n"`, sa, sbb)
+	done := make(chan sandbox.ExecResult, 1)
+	go func() {
+		res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: reader, Timeout: 2 * time.Minute})
+		if err != nil {
+			t.Errorf("reader: %v", err)
+		}
+		done <- res
+	}()
+	for i := 0; i < 6; i++ {
+		data := a
+		if i%2 == 0 {
+			data = b
+		}
+		if err := sb.WriteFile(ctx, "/workspace/at/f", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sb.WriteFile(ctx, "/tmp/at-stop", nil); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.ExitCode != 0 {
+		t.Errorf("a reader saw a partial file: %+v", res)
+	}
+	t.Logf("the reader checked %s versions", strings.TrimSpace(res.Stdout))
+	noTemps(t, sb)
 }
