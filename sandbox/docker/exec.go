@@ -163,7 +163,7 @@ sx_oom; sx_before=$sx_n
 sx_r=$?
 if [ "$sx_r" -eq 137 ]; then
 	sx_oom
-	[ "$sx_n" != "$sx_before" ] && echo "stockade: killed: out of memory" >&2
+	[ "$sx_n" != "$sx_before" ] && echo "` + oomLine + `" >&2
 fi
 exit "$sx_r"
 `
@@ -234,7 +234,8 @@ done
 exit 1
 `
 
-// oomLine is how the wrapper marks an out-of-memory kill.
+// oomLine is how the wrapper marks an out-of-memory kill (documented in
+// package sandbox).
 const oomLine = "stockade: killed: out of memory"
 
 // Exec implements sandbox.Sandbox.
