@@ -56,6 +56,9 @@ const (
 	modeEmpty  = "empty fresh"
 	modeSeeded = "seeded fresh"
 	modeWarm   = "warm shared"
+	// modeLinked is the rejected design, measured on the host only: a fresh
+	// cache that is a farm of hard links to the seed's files.
+	modeLinked = "hard-linked fresh"
 )
 
 // settings are the cache-key settings of the execute profile.
@@ -70,18 +73,24 @@ func envInt(name string, def int) int {
 
 // suite holds what every measurement shares.
 type suite struct {
-	t        *testing.T
-	eng      *dockerapi.Client
-	img      image.Result
-	dataDir  string
-	tcfg     toolchain.Config
-	seed     cacheseed.Seed
-	seedTime time.Duration // Ensure's wall time in this run
-	modCache string
-	mods     map[string]string // fixture name → host copy
-	hostProg string            // the GOCACHEPROG program built for the host
-	warm     string            // the warm shared cache (container)
-	hostWarm string            // the warm shared cache (host)
+	t         *testing.T
+	eng       *dockerapi.Client
+	img       image.Result
+	dataDir   string
+	tcfg      toolchain.Config
+	seed      cacheseed.Seed
+	seedTime  time.Duration // Ensure's wall time in this run
+	modCache  string
+	mods      map[string]string // fixture name → host copy
+	hostProg  string            // the GOCACHEPROG program built for the host
+	warm      string            // the warm shared cache (container)
+	hostWarm  string            // the warm shared cache (host)
+	linkTimes []time.Duration   // making each hard-link farm
+	// farmSrc is a copy of the seed's cache that the hard-link farms link
+	// to: the go command running as root on the host would update the
+	// shared inodes' times (and could write them), and the real seed must
+	// stay as it was built.
+	farmSrc string
 }
 
 func TestSuite(t *testing.T) {
@@ -166,6 +175,8 @@ func setup(t *testing.T) *suite {
 			t.Fatalf("acquire %s: %v exit %d\n%s", f, err, res.ExitCode, res.Stderr)
 		}
 	}
+	s.farmSrc = filepath.Join(run, "farm-src")
+	copyTree(t, filepath.Join(s.seed.Dir, "cache"), s.farmSrc)
 	s.warm = s.dir777(filepath.Join(run, "warm"))
 	s.hostWarm = s.dir777(filepath.Join(run, "host-warm"))
 
@@ -202,18 +213,19 @@ func (s *suite) validations(tb *table, rounds, emptyRounds int) {
 			ctr[key{f, modeWarm}] = append(ctr[key{f, modeWarm}], s.container(ctx, f, s.warm, cacheseed.Seed{}))
 			host[key{f, modeSeeded}] = append(host[key{f, modeSeeded}], s.host(ctx, f, s.newCache(), s.seed))
 			host[key{f, modeWarm}] = append(host[key{f, modeWarm}], s.host(ctx, f, s.hostWarm, cacheseed.Seed{}))
+			host[key{f, modeLinked}] = append(host[key{f, modeLinked}], s.host(ctx, f, s.linkFarm(), cacheseed.Seed{}))
 		}
 	}
 
 	tb.section("Validation (go list, build, vet, test -json) of a fixture module: median wall time, container create to remove",
-		"fixture", "empty fresh", "seeded fresh", "warm shared", "seeded/warm", "empty/seeded", "host seeded", "host warm", "seeded/host seeded", "entries written empty/seeded/warm", "verdict same")
+		"fixture", "empty fresh", "seeded fresh", "warm shared", "seeded/warm", "empty/seeded", "host seeded", "host warm", "host hard-linked", "seeded/host seeded", "entries written empty/seeded/warm", "verdict same")
 	for _, f := range fixtures {
 		e, sd, w := ctr[key{f, modeEmpty}], ctr[key{f, modeSeeded}], ctr[key{f, modeWarm}]
-		hs, hw := host[key{f, modeSeeded}], host[key{f, modeWarm}]
+		hs, hw, hl := host[key{f, modeSeeded}], host[key{f, modeWarm}], host[key{f, modeLinked}]
 		me, ms, mw := medianOf(e, total), medianOf(sd, total), medianOf(w, total)
-		mhs, mhw := medianOf(hs, total), medianOf(hw, total)
+		mhs, mhw, mhl := medianOf(hs, total), medianOf(hw, total), medianOf(hl, total)
 		same := "yes"
-		for _, rs := range [][]run{e, sd, w, hs, hw} {
+		for _, rs := range [][]run{e, sd, w, hs, hw, hl} {
 			for _, r := range rs {
 				if r.verdict != e[0].verdict {
 					same = "NO"
@@ -221,9 +233,10 @@ func (s *suite) validations(tb *table, rounds, emptyRounds int) {
 				}
 			}
 		}
-		tb.row(f, secs(me), secs(ms), secs(mw), ratio(ms, mw), ratio(me, ms), secs(mhs), secs(mhw), ratio(ms, mhs),
+		tb.row(f, secs(me), secs(ms), secs(mw), ratio(ms, mw), ratio(me, ms), secs(mhs), secs(mhw), secs(mhl), ratio(ms, mhs),
 			fmt.Sprintf("%d/%d/%d", e[0].written, sd[0].written, w[0].written), same)
 	}
+	tb.title("Making a hard-linked fresh cache (%d links): median %v, not included in the host hard-linked column.", s.seed.Meta.Files, median(s.linkTimes).Round(time.Millisecond))
 	tb.section("Where a seeded validation's time goes (median): engine calls vs the toolchain's work",
 		"fixture", "create+start", "list", "build", "vet", "test", "remove", "host list", "host build", "host vet", "host test")
 	for _, f := range fixtures {
@@ -587,6 +600,30 @@ func (s *suite) runJob(ctx context.Context, j toolchain.Job) (container.Result, 
 		return container.Result{}, err
 	}
 	return container.Run(ctx, s.eng, spec, container.RunOptions{Name: container.RandomName("bench"), Timeout: 10 * time.Minute})
+}
+
+// linkFarm makes a fresh cache of hard links to (a copy of) the seed's
+// files, as the rejected design would, and returns it; the time it took is
+// in s.linkTimes.
+func (s *suite) linkFarm() string {
+	dir := s.newCache()
+	src := s.farmSrc
+	t0 := time.Now()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dir, rel), 0o777)
+		}
+		return os.Link(p, filepath.Join(dir, rel))
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.linkTimes = append(s.linkTimes, time.Since(t0))
+	return dir
 }
 
 // newCache makes a fresh, randomly named cache directory.
