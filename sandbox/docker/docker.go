@@ -228,6 +228,9 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if err := spec.Networking.Validate(); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
+	if spec.Gate != nil && spec.Networking.Mode() != domain.NetLimited {
+		return nil, fmt.Errorf("docker: a Gate is only meaningful with networking %q, not %q", domain.NetLimited, spec.Networking.Mode())
+	}
 	var network string
 	switch spec.Networking.Mode() {
 	case domain.NetNone:

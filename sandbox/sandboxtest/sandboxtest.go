@@ -312,6 +312,8 @@ func testBadSpec(t *testing.T, r *run) {
 		{"no image", sandbox.Spec{Image: "-"}},
 		{"missing image", sandbox.Spec{Image: "stockade/does-not-exist:never"}},
 		{"bad networking", sandbox.Spec{Networking: domain.Networking{Type: "bogus"}}},
+		{"allowed hosts without NetLimited", sandbox.Spec{Networking: domain.Networking{Type: domain.NetUnrestricted, AllowedHosts: []string{"example.com"}}}},
+		{"gate without NetLimited", sandbox.Spec{Gate: &sandbox.GateSpec{}}},
 	}
 	for i, tc := range bad {
 		spec := tc.spec
