@@ -180,6 +180,9 @@ func testDataDir(t testing.TB) string {
 
 func setupEngine(t testing.TB) *engineSeed {
 	t.Helper()
+	if testing.Short() && !enginetest.Required() {
+		t.Skip("builds a seed (minutes on a cold data directory); runs without -short or with " + enginetest.RequireEnv + "=1")
+	}
 	eng := enginetest.Client(t)
 	ctx := context.Background()
 	img, err := image.Build(ctx, eng, image.Options{})
