@@ -23,10 +23,11 @@ var realModules = []string{
 	"github.com/rs/xid@v1.6.0",             // go 1.16, two packages
 }
 
-// hostEnv is the environment of the host's go commands: the module's
-// own files only, no network, the host's toolchain.
+// hostEnv is the environment of the host's go commands, as a user would
+// run them (GOFLAGS unset: -mod=readonly), with no network and the host's
+// toolchain.
 func hostEnv(gomodcache string) []string {
-	return append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOPROXY=off", "GOMODCACHE="+gomodcache, "GOWORK=off")
+	return append(os.Environ(), "GOFLAGS=", "GOTOOLCHAIN=local", "GOPROXY=off", "GOMODCACHE="+gomodcache, "GOWORK=off")
 }
 
 // download fetches mod (path@version) into a temporary module cache on

@@ -176,10 +176,18 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 
 // The commands. -e keeps go list going past broken packages so each error
 // becomes a finding; the field list keeps its output small.
+//
+// Each passes -mod=readonly, which overrides the profile's GOFLAGS=-mod=mod
+// for these commands only: the snapshot is read-only, so a go command
+// that decides to rewrite go.mod (to add a missing go line, say) fails
+// with "permission denied" instead of judging the code. -mod=readonly is
+// also what go build does by default on the user's machine, so the
+// verdict matches theirs. It cannot weaken anything: it only forbids
+// writes.
 var (
-	listArgv = []string{"go", "list", "-e", "-json=ImportPath,Name,Error,DepsErrors", "./..."}
-	vetArgv  = []string{"go", "vet", "./..."}
-	testArgv = []string{"go", "test", "-json", "-count=1", "./..."}
+	listArgv = []string{"go", "list", "-mod=readonly", "-e", "-json=ImportPath,Name,Error,DepsErrors", "./..."}
+	vetArgv  = []string{"go", "vet", "-mod=readonly", "./..."}
+	testArgv = []string{"go", "test", "-mod=readonly", "-json", "-count=1", "./..."}
 )
 
 // buildArgv builds every package; with -o only when a main package exists,
@@ -189,10 +197,10 @@ var (
 func buildArgv(pkgs []Package) []string {
 	for _, p := range pkgs {
 		if p.Name == "main" {
-			return []string{"go", "build", "-o", buildOutputDir, "./..."}
+			return []string{"go", "build", "-mod=readonly", "-o", buildOutputDir, "./..."}
 		}
 	}
-	return []string{"go", "build", "./..."}
+	return []string{"go", "build", "-mod=readonly", "./..."}
 }
 
 // listPackage is one object of go list -json output.

@@ -56,10 +56,10 @@ func TestParseList_FindingPosition(t *testing.T) {
 func TestBuildArgv(t *testing.T) {
 	lib := []Package{{ImportPath: "m", Name: "m"}}
 	cmd := append(lib, Package{ImportPath: "m/cmd/x", Name: "main"})
-	if got, want := buildArgv(lib), []string{"go", "build", "./..."}; !reflect.DeepEqual(got, want) {
+	if got, want := buildArgv(lib), []string{"go", "build", "-mod=readonly", "./..."}; !reflect.DeepEqual(got, want) {
 		t.Errorf("buildArgv(library) = %q; want %q", got, want)
 	}
-	if got, want := buildArgv(cmd), []string{"go", "build", "-o", "/tmp/stockade-build/", "./..."}; !reflect.DeepEqual(got, want) {
+	if got, want := buildArgv(cmd), []string{"go", "build", "-mod=readonly", "-o", "/tmp/stockade-build/", "./..."}; !reflect.DeepEqual(got, want) {
 		t.Errorf("buildArgv(with main) = %q; want %q", got, want)
 	}
 }
