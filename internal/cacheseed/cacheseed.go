@@ -191,6 +191,9 @@ type Config struct {
 	// Owner and Run fill label.Owner and label.Run on the seed containers,
 	// so a sweep can find them; empty Owner means "cacheseed".
 	Owner, Run string
+	// Labels are added to the seed containers' labels (label.DataDir, for
+	// one); they cannot replace Managed, Owner, Kind, Run or Profile.
+	Labels map[string]string
 	// Limits of the seed container; zero fields take DefaultNanoCPUs,
 	// DefaultMemoryBytes and container.DefaultPidsLimit.
 	Limits container.Limits
@@ -372,6 +375,10 @@ func (cfg Config) labels() map[string]string {
 		owner = "cacheseed"
 	}
 	l := label.Base(owner, label.KindToolchain)
+	for k, v := range cfg.Labels {
+		l[k] = v
+	}
+	l[label.Managed], l[label.Owner], l[label.Kind] = label.ManagedValue, owner, label.KindToolchain
 	if cfg.Run != "" {
 		l[label.Run] = cfg.Run
 	}
