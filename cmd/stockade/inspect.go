@@ -120,12 +120,14 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 				fmt.Fprintf(env.stderr, "stockade inspect: another run holds the data directory (%s); waiting up to %v\n", holder, *lockTimeout)
 			},
 		}
+		stopProgress := func() {}
 		if !*verbose && isTerminal(env.stderr) {
 			p := newProgress(env.stderr)
-			defer p.stop()
+			stopProgress = p.stop
 			opts.Progress = p.phase
 		}
 		rep, err := inspect(ctx, opts)
+		stopProgress() // erase the line before anything else is printed
 		if err != nil {
 			fmt.Fprintf(env.stderr, "stockade inspect: %v\n", err)
 			return exitFailure
