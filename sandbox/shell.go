@@ -137,19 +137,34 @@ EOF
 // order. For each it checks sf_fault and creates missing parents as the
 // sandbox user (so the engine, which extracts as root, never has to). At the
 // first fault it stops with that fault's code and line; the targets before
-// it are ready.
+// it are ready. Each directory is checked once, however many targets share
+// it.
 const BulkPrepareShell = shellLib + `i=0
+nl='
+'
+oks=$nl
 for t; do
-	sf_fault "$t"; c=$?
-	if [ "$c" -ne 0 ]; then sf_report "$i" "$t"; exit "$c"; fi
 	d=${t%/*}; d=${d:-/}
-	if [ ! -d "$d" ]; then
-		if ! mkdir -p -- "$d" 2>/dev/null; then
-			sf_fault "$t"; c=$?
-			[ "$c" -ne 0 ] || c=93
-			sf_report "$i" "$t"; exit "$c"
+	case $oks in
+	*"$nl$d$nl"*)
+		# The directory passed already: only the target itself can fault.
+		c=0
+		if [ -d "$t" ]; then c=90
+		elif [ -e "$t" ] || [ -L "$t" ]; then sf_replaceable "$t" || c=92
 		fi
-	fi
+		if [ "$c" -ne 0 ]; then sf_report "$i" "$t"; exit "$c"; fi;;
+	*)
+		sf_fault "$t"; c=$?
+		if [ "$c" -ne 0 ]; then sf_report "$i" "$t"; exit "$c"; fi
+		if [ ! -d "$d" ]; then
+			if ! mkdir -p -- "$d" 2>/dev/null; then
+				sf_fault "$t"; c=$?
+				[ "$c" -ne 0 ] || c=93
+				sf_report "$i" "$t"; exit "$c"
+			fi
+		fi
+		oks=$oks$d$nl;;
+	esac
 	i=$((i+1))
 done
 exit 0
