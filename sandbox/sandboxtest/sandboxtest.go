@@ -786,6 +786,17 @@ func testWriteErrors(t *testing.T, r *run) {
 			t.Errorf("WriteFile(%s) = %v; want a *PathNotWritableError", tc.path, err)
 		}
 	}
+	// Symlinks do not carry a write out of the writable places, and carry it
+	// within them.
+	sh(t, sb, "ln -sf /etc /workspace/we/etc && mkdir -p /tmp/we && ln -sf /tmp/we /workspace/we/tmp")
+	if err := sb.WriteFile(ctx, "/workspace/we/etc/evil", []byte("x")); !errors.Is(err, sandbox.ErrNotWritable) {
+		t.Errorf("WriteFile through a symlink to /etc = %v; want ErrNotWritable", err)
+	}
+	if err := sb.WriteFile(ctx, "/workspace/we/tmp/ok", []byte("ok")); err != nil {
+		t.Errorf("WriteFile through a symlink to /tmp = %v", err)
+	} else if got := sh(t, sb, "cat /tmp/we/ok"); got != "ok" {
+		t.Errorf("WriteFile through a symlink to /tmp landed %q", got)
+	}
 	if got := sh(t, sb, "cat /workspace/we/file"); got != "f\n" {
 		t.Errorf("a failed write changed the file: %q", got)
 	}
@@ -963,6 +974,15 @@ func testExport(t *testing.T, r *run) {
 		if strings.Contains(files[name], "root:") {
 			t.Errorf("export member %q holds /etc/passwd: a symlink was followed", name)
 		}
+	}
+	// A root that is itself a symlink is archived as the link.
+	sh(t, r.main, "ln -s /etc /workspace/exlink")
+	rc, err = r.h.Provider.Export(ctx, r.spec.SessionID, "/workspace/exlink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files := readTar(t, rc); len(files) != 1 || files["exlink"] != "-> /etc" {
+		t.Errorf("Export(symlink root) = %q; want only the link exlink -> /etc", keys(files))
 	}
 	if _, err := r.h.Provider.Export(ctx, r.spec.SessionID, "/workspace/nope"); !errors.Is(err, sandbox.ErrFileNotExist) {
 		t.Errorf("Export(missing root) = %v; want ErrFileNotExist", err)
