@@ -20,15 +20,20 @@
 // wrapper (a /bin/sh whose argv carries a random marker) that runs the
 // command as a child. At the timeout, or when ctx ends, a second exec (the
 // killer, a script that forks nothing, so it runs even at the pids limit's
-// edge) finds the wrapper by its marker, and repeatedly stops and kills:
+// edge) finds the wrapper by its marker among the exec roots (a process
+// that copies the marker into its own argv is not one), and repeatedly
+// stops and kills:
 // every process descending from the wrapper, and every process reparented to
 // PID 1 whose orphaned ancestor started after the wrapper did. The second
 // rule catches children that double-fork and setsid away, even if they
 // clear their environment or close every descriptor; its cost is that an
 // orphan started in that window by another, concurrent Exec of the same
 // sandbox dies too. If the killer cannot start or cannot finish (a fork
-// bomb holding every pid), the container is killed and started again: its
-// volumes, and so its files, survive; other running commands do not.
+// bomb holding every pid), or the command's output stream is still open
+// after it (something escaped), the container is killed and started again:
+// its volumes, and so its files, survive; other running commands do not.
+// That restart is the backstop that makes the timeout a guarantee rather
+// than a best effort.
 //
 // The container's PID 1 is docker-init, which reaps orphans, so zombies of
 // killed or finished commands never use up the pids limit.
