@@ -3,8 +3,12 @@ package validate
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"flag"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -191,7 +195,7 @@ const fixtureTimeout = 8 * time.Minute
 
 // hangTimeout is the hang fixture's validation timeout: long enough to
 // build, vet and start the tests, then it kills TestForever.
-const hangTimeout = 2 * time.Minute
+const hangTimeout = 90 * time.Second
 
 func checkStatus(t *testing.T, r *report.Report, name string, want report.Status, reasonPart string) {
 	t.Helper()
@@ -288,4 +292,92 @@ func TestInspect_Fixtures(t *testing.T) {
 			goldenCompare(t, fx.repo, rep)
 		})
 	}
+}
+
+// TestInspect_CommittedTreeOrWorktree checks that a git checkout is
+// validated at its committed tree, that -worktree takes uncommitted
+// changes, and that neither writes the checkout.
+func TestInspect_CommittedTreeOrWorktree(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	dir := filepath.Join(t.TempDir(), "repo")
+	if err := copyDir(filepath.Join(repos, "old-go"), dir); err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "fixture")
+	// An uncommitted test that fails.
+	failing := []byte("package old\n\nimport \"testing\"\n\nfunc TestUncommitted(t *testing.T) { t.Fatal(\"uncommitted change\") }\n")
+	if err := os.WriteFile(filepath.Join(dir, "uncommitted_test.go"), failing, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, dir)
+
+	for _, tc := range []struct {
+		worktree bool
+		kind     string
+		verdict  report.Verdict
+	}{
+		{false, "commit", report.Clean},
+		{true, "worktree", report.Failing},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
+		rep, err := Inspect(ctx, eng, InspectOptions{
+			Dir: dir, Worktree: tc.worktree, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
+			LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("Inspect(worktree=%v) = %v", tc.worktree, err)
+		}
+		if rep.Source == nil || rep.Source.Kind != tc.kind || len(rep.Source.Commit) != 40 {
+			t.Errorf("worktree=%v: source %+v; want kind %s with the commit", tc.worktree, rep.Source, tc.kind)
+		}
+		if rep.Verdict != tc.verdict {
+			t.Errorf("worktree=%v: verdict %s; want %s", tc.worktree, rep.Verdict, tc.verdict)
+		}
+	}
+	if after := treeDigest(t, dir); after != before {
+		t.Errorf("inspect changed the checkout:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// treeDigest lists every path under dir with its mode and content.
+func treeDigest(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(&b, "%s %v %d", rel, fi.Mode(), fi.Size())
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %x", sha256.Sum256(data))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
