@@ -4,7 +4,7 @@ package docker
 // the same job in the same run, so ratios can be taken. Every sub-benchmark
 // reports its median as p50-ms besides the mean ns/op. Run:
 //
-//	go test -run '^$' -bench . -benchtime 20x ./sandbox/docker/
+//	go test -run '^$' -bench . -benchtime 10x ./sandbox/docker/
 
 import (
 	"bytes"
