@@ -22,11 +22,12 @@ const (
 	ExitBulkIncomplete = 95
 )
 
-// ShellStateRoot is the directory inside a sandbox where backends keep the
-// state of their in-container scripts. It lies in /tmp, one of
-// WritablePaths, and belongs to the sandbox user: it is bookkeeping, not a
-// security boundary, since everything in it only ever acts on the sandbox
-// itself.
+// ShellStateRoot is the directory inside a sandbox reserved for the state of
+// backends' in-container scripts. It lies in /tmp, one of WritablePaths, and
+// belongs to the sandbox user: it is bookkeeping, not a security boundary,
+// since everything in it only ever acts on the sandbox itself. (The Docker
+// backend keeps nothing there: its scripts take their state as arguments,
+// and bulk writes keep theirs in TempName files beside the targets.)
 const ShellStateRoot = "/tmp/.stockade"
 
 // TempPrefix starts the name of every temporary file and directory the
