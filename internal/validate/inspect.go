@@ -265,9 +265,9 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return nil, fmt.Errorf("validate: acquire: %w", err)
 	}
 	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
-		if n := testjson.NeedsNewerGo(out.Stderr); len(n) > 0 {
+		if mod, ver, need, ok := needsNewerGo(ctx, acq, out, m); ok {
 			rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain",
-				Reason: fmt.Sprintf("%s@%s requires go >= %s; the toolchain image has %s", n[0].Module, n[0].Version, n[0].Go, ic.img.GoVersion)}
+				Reason: fmt.Sprintf("%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", mod, ver, need, ic.img.Minor)}
 			return finish()
 		}
 		return nil, fmt.Errorf("validate: acquiring modules failed: %s", commandFailure(out, reason))
@@ -299,6 +299,38 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		rep.Candidates = cands
 	}
 	return finish()
+}
+
+// needsNewerGo says whether a failed acquisition failed because a
+// requirement needs a newer Go than the image's, and which. testjson
+// classifies the go command's stderr; when it does not recognise the
+// form the module loader printed, each requirement of go.mod is
+// downloaded on its own with -json, whose per-module errors it does.
+func needsNewerGo(ctx context.Context, acq Execer, out Output, m *gomod.Module) (mod, version, goVersion string, ok bool) {
+	if n := testjson.NeedsNewerGo(out.Stderr); len(n) > 0 {
+		return n[0].Module, n[0].Version, n[0].Go, true
+	}
+	var queries []string
+	for _, r := range m.Requires {
+		queries = append(queries, r.Path+"@"+r.Version.Version)
+	}
+	if len(queries) == 0 {
+		return "", "", "", false
+	}
+	dl, err := acq.Exec(ctx, downloadArgv(queries), 0)
+	if err != nil || outputReason(dl) != "" {
+		return "", "", "", false
+	}
+	st, err := parseDownload(dl.Stdout)
+	if err != nil {
+		return "", "", "", false
+	}
+	for _, s := range st {
+		if s.NeedsGo != "" {
+			return s.Path, s.Version, s.NeedsGo, true
+		}
+	}
+	return "", "", "", false
 }
 
 // seedSettings are the settings validations run with, as the seed must

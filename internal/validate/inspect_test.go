@@ -183,6 +183,7 @@ func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
 // beyond its golden report.
 type fixture struct {
 	repo    string
+	dir     string        // the repository; empty means repos/<repo>
 	timeout time.Duration // validation timeout; zero means fixtureTimeout
 	verdict report.Verdict
 	check   func(t *testing.T, r *report.Report)
@@ -249,6 +250,13 @@ var fixtures = []fixture{
 	{repo: "big-output", verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, CheckTest, report.StatusInconclusive, "truncated")
 	}},
+	// A dependency needs a newer Go: acquisition fails under
+	// GOTOOLCHAIN=local and the module is refused after that container.
+	{repo: "newer-dep", dir: filepath.Join("testdata", "repos", "newer-dep"), verdict: report.Unsupported, check: func(t *testing.T, r *report.Report) {
+		if r.Refusal == nil || r.Refusal.Kind != "requires_newer_toolchain" || !strings.Contains(r.Refusal.Reason, "stockade.test/nextgo@v0.2.0 requires go >= 1.99") {
+			t.Errorf("refusal %+v; want requires_newer_toolchain naming stockade.test/nextgo@v0.2.0 and go 1.99", r.Refusal)
+		}
+	}},
 	{repo: "old-go", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
 		if r.Image == nil || !r.Image.StandIn {
 			t.Errorf("image %+v: want a newer image standing in for go 1.16", r.Image)
@@ -262,7 +270,11 @@ func TestInspect_Fixtures(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
 	for _, fx := range fixtures {
 		t.Run(fx.repo, func(t *testing.T) {
-			dir, err := filepath.Abs(filepath.Join(repos, fx.repo))
+			src := fx.dir
+			if src == "" {
+				src = filepath.Join(repos, fx.repo)
+			}
+			dir, err := filepath.Abs(src)
 			if err != nil {
 				t.Fatal(err)
 			}
