@@ -125,6 +125,9 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			p := newProgress(env.stderr)
 			stopProgress = p.stop
 			opts.Progress = p.phase
+			opts.OnLockWait = func(holder string) {
+				p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", *lockTimeout, holder))
+			}
 		}
 		rep, err := inspect(ctx, opts)
 		stopProgress() // erase the line before anything else is printed

@@ -237,6 +237,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	rep.Source = sourceOf(snap)
 	// The snapshot is what runs: check it too, since a git checkout's
 	// committed tree can differ from the directory checked above.
+	directive := m.Go
 	m, _, err = gomod.Check(snap.Dir, imagetable.Default(), nil)
 	if refusal(rep, m, err) {
 		rep.Image = nil
@@ -244,6 +245,10 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	if err != nil {
 		return nil, err
+	}
+	if m.Go != directive {
+		// The image was chosen for the directory's go directive.
+		return nil, fmt.Errorf("validate: the go directive of the validated tree (%q) differs from the directory's (%q): commit it, or use -worktree", m.Go, directive)
 	}
 
 	phase("seed")
