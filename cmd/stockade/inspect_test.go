@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 )
 
 func TestInspect_Usage(t *testing.T) {
@@ -91,5 +93,36 @@ func TestFixtureProxyDir_GeneratesFromSources(t *testing.T) {
 	other := t.TempDir()
 	if got, _, err := fixtureProxyDir(other); err != nil || got != other {
 		t.Errorf("fixtureProxyDir(%s) = %q, %v; want it unchanged", other, got, err)
+	}
+}
+
+// TestInspect_LockTimeout holds the data directory's lock as another run
+// would: inspect says it waits, then gives up after -lock-timeout with
+// exit 1 and no report.
+func TestInspect_LockTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the engine for image selection")
+	}
+	enginetest.Client(t)
+	dataDir, err := toolchain.PrepareDataDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := toolchain.LockDataDir(context.Background(), dataDir, 0, "run=other", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"inspect", "-data-dir", dataDir, "-lock-timeout", "500ms",
+		"-fixture-proxy", filepath.Join("..", "..", "testdata", "modules"), filepath.Join("..", "..", "testdata", "repos", "clean")}, &stdout, &stderr)
+	if code != exitFailure {
+		t.Errorf("inspect with the lock held = exit %d; want %d\nstderr: %s", code, exitFailure, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "waiting up to") || !strings.Contains(stderr.String(), "locked by another run") {
+		t.Errorf("stderr %q; want the wait announced, then the refusal", stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("printed %q; want no report", stdout.String())
 	}
 }
