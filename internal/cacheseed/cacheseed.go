@@ -234,7 +234,7 @@ type Meta struct {
 // Valid reports whether s is a seed rather than the zero Seed.
 func (s Seed) Valid() bool { return s.Dir != "" }
 
-// Mount returns the read-only mount of the seed at SeedTarget, or nothing for
+// Mounts returns the read-only mount of the seed at SeedTarget, or nothing for
 // the zero Seed.
 func (s Seed) Mounts() []container.Mount {
 	if !s.Valid() {
