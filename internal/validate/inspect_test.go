@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -97,14 +102,43 @@ func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 		if shared.dataDir, shared.err = testDataDir(); shared.err != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 		defer cancel()
-		_, shared.err = image.Build(ctx, c, image.Options{})
+		if _, shared.err = image.Build(ctx, c, image.Options{}); shared.err != nil {
+			return
+		}
+		shared.err = prepareSeed(ctx, c, shared.dataDir)
 	})
 	if shared.err != nil {
 		t.Fatalf("preparing the shared engine fixtures: %v", shared.err)
 	}
 	return c, shared.proxy, shared.dataDir
+}
+
+// seedTimeout bounds the shared setup, which builds the build-cache seed
+// when the data directory does not hold it yet: minutes on a busy machine.
+const seedTimeout = 30 * time.Minute
+
+// prepareSeed builds the seed the fixtures' validations will use, with its
+// own budget, so no fixture's timeout has to cover it. It picks the image
+// as inspect does for the fixtures' go 1.24.
+func prepareSeed(ctx context.Context, eng *dockerapi.Client, dataDir string) error {
+	dir, err := toolchain.PrepareDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.DiscardHandler)
+	ic, err := selectImage(ctx, eng, imagetable.Default(), "1.24", false, log)
+	if err != nil {
+		return err
+	}
+	_, err = cacheseed.Ensure(ctx, eng, cacheseed.Config{
+		DataDir: dir, Image: ic.img.ID, GoVersion: ic.img.GoVersion, Settings: seedSettings, Owner: "validate-test",
+	})
+	if errors.Is(err, cacheseed.ErrUnsupported) {
+		return nil
+	}
+	return err
 }
 
 // goldenCompare checks the normalized text and JSON reports of r against
