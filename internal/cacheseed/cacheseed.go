@@ -282,8 +282,17 @@ func Ensure(ctx context.Context, eng container.Engine, cfg Config) (Seed, error)
 	if err := cfg.Settings.validate(); err != nil {
 		return Seed{}, err
 	}
+	// 0711: the container user must search the seeds directory (the mount
+	// probe checks a marker in it) but never list it.
+	seeds := filepath.Join(cfg.DataDir, SeedsDir)
+	if err := os.MkdirAll(seeds, 0o711); err != nil {
+		return Seed{}, fmt.Errorf("cacheseed: %w", err)
+	}
+	if err := os.Chmod(seeds, 0o711); err != nil {
+		return Seed{}, fmt.Errorf("cacheseed: %w", err)
+	}
 	key := Key(cfg)
-	dir := filepath.Join(cfg.DataDir, SeedsDir, key)
+	dir := filepath.Join(seeds, key)
 	if s, err := open(dir, key); err == nil {
 		return s, nil
 	}
@@ -293,10 +302,7 @@ func Ensure(ctx context.Context, eng container.Engine, cfg Config) (Seed, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, SeedsDir), 0o700); err != nil {
-		return Seed{}, fmt.Errorf("cacheseed: %w", err)
-	}
-	unlock, err := lock(ctx, filepath.Join(cfg.DataDir, SeedsDir, key+".lock"))
+	unlock, err := lock(ctx, filepath.Join(seeds, key+".lock"))
 	if err != nil {
 		return Seed{}, err
 	}

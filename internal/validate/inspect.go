@@ -257,7 +257,10 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	phase("probe")
 	var extra []string
 	if seed.Valid() {
-		extra = append(extra, seed.Dir)
+		// The seed itself is read-only (0555), even to the host user; its
+		// parent is the host's to write the probe's marker into, and the
+		// seed is inside it.
+		extra = append(extra, filepath.Dir(seed.Dir))
 	}
 	if err := r.Probe(ctx, extra...); err != nil {
 		return nil, err
