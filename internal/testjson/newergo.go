@@ -15,7 +15,11 @@ type NewerGo struct {
 	Running string
 }
 
-var newerGoRE = regexp.MustCompile(`(?m)^go: (?:\S+@\S+: )?(?:(\S+)@(\S+)|go\.mod) requires go >= (\S+) \(running go (\S+?)[;)]`)
+// newerGoRE matches the refusal in its forms: "go: M@V requires go >= X
+// (running go Y; ...)" (go get, go build), with a "M@query: " prefix (go
+// get M@latest), and "go: M@V: module M@V requires ..." (go mod download,
+// go list -m).
+var newerGoRE = regexp.MustCompile(`(?m)^go: (?:\S+@\S+: )?(?:module )?(?:(\S+)@(\S+)|go\.mod) requires go >= (\S+) \(running go (\S+?)[;)]`)
 
 // NeedsNewerGo returns every "requires go >= X" refusal in the go
 // command's stderr (from go get, go mod download, go build, ...), in order

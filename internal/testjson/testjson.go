@@ -238,8 +238,10 @@ var normalizers = []struct {
 	// Temporary directories: /tmp/go-build123/b001, /tmp/TestX123/001.
 	{regexp.MustCompile(`(?:/tmp|/var/folders/[^\s]+?/T)/[^\s/:'"()]+`), "$$TMP"},
 	{regexp.MustCompile(`go-build\d+`), "go-build"},
-	// Timestamps, then durations such as 1.5s, 300ms, 1m2.5s, 2h0m0s.
-	{regexp.MustCompile(`\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?`), "<time>"},
+	// Timestamps (RFC 3339 and the log package's "2026/12/02 11:07:01",
+	// with or without microseconds), then durations such as 1.5s, 300ms,
+	// 1m2.5s, 2h0m0s.
+	{regexp.MustCompile(`\b(?:\d{4}-\d\d-\d\d[T ]|\d{4}/\d\d/\d\d )\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?`), "<time>"},
 	{regexp.MustCompile(`\b(?:\d+(?:\.\d+)?(?:h|m|s|ms|µs|us|ns))+\b`), "<dur>"},
 	// Addresses and pointers, goroutine IDs, ports after an IP.
 	{regexp.MustCompile(`0x[0-9a-fA-F]+`), "0x?"},

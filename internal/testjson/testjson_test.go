@@ -338,6 +338,10 @@ func TestNormalize(t *testing.T) {
 		{"at /usr/local/go/src/runtime/panic.go:860", "", "at $GOROOT/src/runtime/panic.go"},
 		{"dial tcp 127.0.0.1:34567: refused", "", "dial tcp 127.0.0.1:<port>: refused"},
 		{"at 2026-12-02T10:04:16.942185324Z", "", "at <time>"},
+		{"2026/12/02 11:07:01 connecting to db", "", "<time> connecting to db"},
+		{"2026/12/02 11:07:01.123456 x.go:12: retry", "", "<time> x.go: retry"},
+		{"log: 2026/12/02 11:07:01 a, then 2026/12/03 09:00:00.5 b", "", "log: <time> a, then <time> b"},
+		{"release 2026/12/02 stays", "", "release 2026/12/02 stays"},
 		{"panic: boom [recovered]", "", "panic: boom"},
 		{"go.mod requires go >= 1.99 (running go 1.26.8; GOTOOLCHAIN=local)", "", "go.mod requires go >= 1.99 (running go <version>; GOTOOLCHAIN=local)"},
 		{"  many\t\tspaces\n here ", "", "many spaces here"},
@@ -373,6 +377,28 @@ func TestKey_Stable(t *testing.T) {
 	}
 	if a.Key == c.Key {
 		t.Errorf("different problems, one key %q", a.Key)
+	}
+}
+
+// TestKey_StableLogOutput: a test that fails after log output has the
+// same key whenever it runs, though its message starts with the time.
+func TestKey_StableLogOutput(t *testing.T) {
+	run := func(stamp string) Finding {
+		stdout := ev("run", mod, "TestA", "") +
+			ev("output", mod, "TestA", stamp+" db: connection refused\n") +
+			ev("output", mod, "TestA", "--- FAIL: TestA (0.01s)\n") +
+			ev("fail", mod, "TestA", "") + ev("fail", mod, "", "")
+		r := ParseTest(Input{Stdout: []byte(stdout), ExitCode: 1, ModulePath: mod, ModuleDir: "/tmp/m"})
+		if len(r.Findings) != 1 {
+			t.Fatalf("findings = %+v; want 1", r.Findings)
+		}
+		return r.Findings[0]
+	}
+	a := run("2026/12/02 11:07:01")
+	b := run("2026/12/03 08:00:59")
+	c := run("2026/12/03 08:00:59.123456")
+	if a.Message != "<time> db: connection refused" || a.Key != b.Key || a.Key != c.Key {
+		t.Errorf("keys %q, %q, %q (message %q); want one key, message %q", a.Key, b.Key, c.Key, a.Message, "<time> db: connection refused")
 	}
 }
 
