@@ -27,14 +27,16 @@ func init() {
 	register(&command{
 		name:    "image",
 		summary: "build the offline Go toolchain image, list Stockade's images",
-		usage: `usage: stockade image build [-goroot DIR] [-busybox PATH | -no-busybox] [-base] [-tag NAME:TAG] [-json] [-v]
+		usage: `usage: stockade image build [-goroot DIR] [-busybox PATH | -no-busybox] [-ca-bundle PATH | -no-ca-bundle] [-base] [-tag NAME:TAG] [-json] [-v]
        stockade image list [-json]
 
 Build makes a Go toolchain image from what this machine has, without a
 registry: the Go toolchain (the GOROOT of the go command on PATH, or
 -goroot) at /usr/local/go, a static busybox for /bin/sh, tar and timeout
-when the host has one (Debian's busybox-static, /bin/busybox), /etc/passwd
-with the unprivileged user nobody (65534), and a world-writable sticky /tmp.
+when the host has one (Debian's busybox-static, /bin/busybox), the host's
+CA certificates (/etc/ssl/certs/ca-certificates.crt, or -ca-bundle) so that
+the module proxy's TLS verifies, /etc/passwd with the unprivileged user
+nobody (65534), and a world-writable sticky /tmp.
 The image runs as 65534 by default and has GOTOOLCHAIN=local.
 
 The same inputs always give the same image ID (sha256:...), on any machine:
@@ -62,7 +64,9 @@ Examples:
 // imageOpts are the flags of both subcommands; list takes only -json.
 type imageOpts struct {
 	goroot, busybox, tag string
+	caBundle             string
 	noBusybox, base      bool
+	noCABundle           bool
 	json, verbose        bool
 }
 
@@ -71,6 +75,8 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 	fs.StringVar(&o.goroot, "goroot", "", "Go toolchain `DIR` to copy (default: go env GOROOT)")
 	fs.StringVar(&o.busybox, "busybox", "", "static busybox `PATH` (default: "+image.DefaultBusybox+" when it is static)")
 	fs.BoolVar(&o.noBusybox, "no-busybox", false, "leave busybox out: the image runs argv only")
+	fs.StringVar(&o.caBundle, "ca-bundle", "", "PEM CA certificates `PATH` (default: "+image.DefaultCABundle+" when it exists)")
+	fs.BoolVar(&o.noCABundle, "no-ca-bundle", false, "leave the CA certificates out: TLS from the image fails to verify")
 	fs.BoolVar(&o.base, "base", false, "build the base image only: busybox, /etc, /tmp, no Go")
 	fs.StringVar(&o.tag, "tag", "", "tag the image `NAME:TAG` (default: stockade/go:<version>-local)")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
@@ -122,6 +128,7 @@ type buildOutput struct {
 	Platform  string   `json:"platform"`
 	GoRoot    string   `json:"goroot,omitempty"`
 	Busybox   string   `json:"busybox,omitempty"`
+	CABundle  string   `json:"ca_bundle,omitempty"`
 	Inputs    string   `json:"inputs"`
 	SizeBytes int64    `json:"size_bytes"`
 	Loaded    bool     `json:"loaded"`
@@ -137,6 +144,10 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
 		fmt.Fprintln(env.stderr, "stockade image build: -busybox and -no-busybox exclude each other")
 		return exitUnsupported
 	}
+	if o.noCABundle && o.caBundle != "" {
+		fmt.Fprintln(env.stderr, "stockade image build: -ca-bundle and -no-ca-bundle exclude each other")
+		return exitUnsupported
+	}
 	c, err := dockerapi.New("")
 	if err != nil {
 		fmt.Fprintf(env.stderr, "stockade image build: %v\n", err)
@@ -145,7 +156,7 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 	defer cancel()
-	opts := image.Options{GoRoot: o.goroot, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, Tag: o.tag}
+	opts := image.Options{GoRoot: o.goroot, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, CABundle: o.caBundle, NoCABundle: o.noCABundle, Tag: o.tag}
 	if o.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(env.stderr, nil))
 	}
@@ -162,7 +173,7 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
 	if o.json {
 		out := buildOutput{
 			ID: r.ID, Tags: r.Tags, GoVersion: r.GoVersion, Platform: r.Platform,
-			GoRoot: r.GoRoot, Busybox: r.Busybox, Inputs: r.Inputs,
+			GoRoot: r.GoRoot, Busybox: r.Busybox, CABundle: r.CABundle, Inputs: r.Inputs,
 			SizeBytes: r.Size, Loaded: r.Loaded, Seconds: dur.Seconds(),
 		}
 		return imageWriteJSON(env, out)
@@ -178,6 +189,11 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
 		bb = "none (argv only)"
 	}
 	fmt.Fprintf(tw, "busybox\t%s\n", bb)
+	ca := r.CABundle
+	if ca == "" {
+		ca = "none (TLS does not verify)"
+	}
+	fmt.Fprintf(tw, "ca bundle\t%s\n", ca)
 	fmt.Fprintf(tw, "platform\t%s\n", r.Platform)
 	fmt.Fprintf(tw, "inputs\t%s\n", r.Inputs)
 	fmt.Fprintf(tw, "size\t%s\n", imageBytes(r.Size))

@@ -60,6 +60,8 @@ func TestImageUsage(t *testing.T) {
 		{[]string{"image", "list", "-goroot", "/x"}, exitUnsupported, "build only"},
 		{[]string{"image", "build", "-base", "-goroot", "/x"}, exitUnsupported, "exclude"},
 		{[]string{"image", "build", "-no-busybox", "-busybox", "/x"}, exitUnsupported, "exclude"},
+		{[]string{"image", "build", "-no-ca-bundle", "-ca-bundle", "/x"}, exitUnsupported, "exclude"},
+		{[]string{"image", "list", "-no-ca-bundle"}, exitUnsupported, "build only"},
 		{[]string{"image", "build", "extra"}, exitUnsupported, "unexpected arguments"},
 		{[]string{"image", "build", "-h"}, exitOK, "stockade image build [-goroot DIR]"},
 	} {

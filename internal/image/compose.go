@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,9 +50,10 @@ const (
 
 // baseLayer plans the layer every Stockade image starts with: /etc, a
 // sticky world-writable /tmp (a tmpfs mounted over a 0755 /tmp keeps that
-// mode on some engines, leaving it unwritable for nobody), and busybox with
-// its applet links when bb is not empty.
-func baseLayer(bb string, bbSize int64) *layer {
+// mode on some engines, leaving it unwritable for nobody), busybox with
+// its applet links when bb is not empty, and the CA bundle ca at
+// DefaultCABundle when ca is not nil.
+func baseLayer(bb string, bbSize int64, ca []byte) *layer {
 	l := &layer{what: "base"}
 	dir := func(name string, mode int64) {
 		l.entries = append(l.entries, entry{name: name + "/", typ: tar.TypeDir, mode: mode})
@@ -71,6 +75,11 @@ func baseLayer(bb string, bbSize int64) *layer {
 	file("etc/group", etcGroup)
 	file("etc/nsswitch.conf", etcNsswitch)
 	file("etc/passwd", etcPasswd)
+	if ca != nil {
+		dir("etc/ssl", 0o755)
+		dir("etc/ssl/certs", 0o755)
+		file(strings.TrimPrefix(DefaultCABundle, "/"), string(ca))
+	}
 	dir("root", 0o700)
 	dir("tmp", 0o1777)
 	dir("usr", 0o755)
@@ -124,6 +133,8 @@ type plan struct {
 	tc       *toolchain // nil for a base image
 	busybox  string     // host path, "" for none
 	bbDigest string
+	caPath   string // host path of the CA bundle, "" for none
+	caDigest string
 	arch     string // GOARCH of the binaries
 	layers   []*layer
 	config   []byte
@@ -134,14 +145,18 @@ type plan struct {
 }
 
 // compose hashes the layers and builds the config and manifest.
-func compose(ctx context.Context, tc *toolchain, bb *busybox, tag string) (*plan, error) {
+func compose(ctx context.Context, tc *toolchain, bb *busybox, ca *caBundle, tag string) (*plan, error) {
 	p := &plan{tc: tc}
 	arch := ""
 	var bbSize int64
 	if bb != nil {
 		p.busybox, p.bbDigest, bbSize, arch = bb.path, bb.digest, bb.size, bb.arch
 	}
-	p.layers = append(p.layers, baseLayer(p.busybox, bbSize))
+	var caData []byte
+	if ca != nil {
+		p.caPath, p.caDigest, caData = ca.path, ca.digest, ca.data
+	}
+	p.layers = append(p.layers, baseLayer(p.busybox, bbSize, caData))
 	if tc != nil {
 		arch = tc.goarch
 		gl, err := goLayer(ctx, tc)
@@ -167,6 +182,10 @@ func compose(ctx context.Context, tc *toolchain, bb *busybox, tag string) (*plan
 	if p.busybox != "" {
 		labels[LabelBusybox] = p.bbDigest
 		inputs += "busybox " + p.bbDigest + "\n"
+	}
+	if p.caPath != "" {
+		labels[LabelCABundle] = p.caDigest
+		inputs += "ca-bundle " + p.caDigest + "\n"
 	}
 	if tc != nil {
 		goLayer := p.layers[1]
@@ -200,8 +219,13 @@ func compose(ctx context.Context, tc *toolchain, bb *busybox, tag string) (*plan
 		c.RootFS.DiffIDs = append(c.RootFS.DiffIDs, l.diffID)
 		by := "stockade image build: " + l.what
 		switch {
-		case l.what == "base" && p.busybox != "":
-			by += " with busybox " + p.bbDigest
+		case l.what == "base":
+			if p.busybox != "" {
+				by += " with busybox " + p.bbDigest
+			}
+			if p.caPath != "" {
+				by += " with CA bundle " + p.caDigest
+			}
 		case l.what == "go":
 			by += " " + tc.version + " at " + GoRootInImage
 		}
@@ -328,4 +352,74 @@ func inspectBusybox(name string) (*busybox, error) {
 		return nil, fmt.Errorf("%s: changed while reading", name)
 	}
 	return &busybox{path: name, digest: digest(h), size: n, arch: arch}, nil
+}
+
+// maxCABundleBytes bounds the CA bundle read into memory and the image;
+// Debian's holds about 150 certificates in 220 kB.
+const maxCABundleBytes = 4 << 20
+
+// caBundle is a checked PEM bundle of CA certificates on the host, held in
+// memory so that the bytes hashed are the bytes written.
+type caBundle struct {
+	path   string
+	digest string // sha256 of data
+	data   []byte
+}
+
+// readCABundle reads name and checks that it holds PEM certificates and
+// nothing else in PEM form: a key given by mistake must not end up in an
+// image that untrusted code reads.
+func readCABundle(name string) (*caBundle, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxCABundleBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxCABundleBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxCABundleBytes)
+	}
+	if err := checkCABundle(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	sum := sha256.Sum256(data)
+	return &caBundle{path: name, digest: "sha256:" + hex.EncodeToString(sum[:]), data: data}, nil
+}
+
+// errNoCertificates reports a CA bundle without a certificate that parses.
+var errNoCertificates = errors.New("no PEM certificate")
+
+// checkCABundle accepts data whose PEM blocks are all certificates, at
+// least one of which parses; text between blocks (comments) is allowed.
+func checkCABundle(data []byte) error {
+	parsed := 0
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return fmt.Errorf("holds a %q PEM block; want certificates only", b.Type)
+		}
+		// Some bundles carry a root Go does not parse; the toolchain
+		// skips it too.
+		if _, err := x509.ParseCertificate(b.Bytes); err == nil {
+			parsed++
+		}
+	}
+	if parsed == 0 {
+		return errNoCertificates
+	}
+	return nil
 }

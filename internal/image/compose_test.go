@@ -4,13 +4,18 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/label"
@@ -99,6 +105,38 @@ func elfHeader(t *testing.T, goarch string) []byte {
 	return h
 }
 
+// caPEM returns a PEM self-signed CA certificate named cn, the same bytes
+// on every call (ed25519 signatures are deterministic).
+func caPEM(t *testing.T, cn string) []byte {
+	t.Helper()
+	seed := sha256.Sum256([]byte(cn))
+	key := ed25519.NewKeyFromSeed(seed[:])
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:              time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(nil, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// caFile writes data to a new file and returns its path.
+func caFile(t *testing.T, data []byte) string {
+	t.Helper()
+	name := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(name, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
 // hostBusybox returns DefaultBusybox when it is a usable static busybox.
 func hostBusybox(t *testing.T) string {
 	t.Helper()
@@ -153,7 +191,8 @@ func sha(b []byte) string {
 }
 
 func TestArchiveDeterministic(t *testing.T) {
-	opts := Options{GoRoot: fakeGoRoot(t), NoBusybox: true}
+	ca := caPEM(t, "test root A")
+	opts := Options{GoRoot: fakeGoRoot(t), NoBusybox: true, CABundle: caFile(t, ca)}
 	p1, a1 := archive(t, opts)
 	p2, a2 := archive(t, opts)
 	if p1.id != p2.id {
@@ -166,14 +205,31 @@ func TestArchiveDeterministic(t *testing.T) {
 		t.Errorf("id = %s; want sha256 of config %s", p1.id, got)
 	}
 
-	// A copy of the GOROOT elsewhere, with another umask's modes and
-	// mtimes, is the same image.
+	// A copy of the GOROOT and the CA bundle elsewhere, with another
+	// umask's modes and mtimes, is the same image.
 	other := t.TempDir()
 	copyTree(t, opts.GoRoot, other)
 	os.Chmod(filepath.Join(other, "VERSION"), 0o600)
-	p3, a3 := archive(t, Options{GoRoot: other, NoBusybox: true})
+	otherCA := caFile(t, ca)
+	os.Chmod(otherCA, 0o644)
+	p3, a3 := archive(t, Options{GoRoot: other, NoBusybox: true, CABundle: otherCA})
 	if p3.id != p1.id || !bytes.Equal(a3, a1) {
-		t.Errorf("GOROOT copy: id %s; want %s", p3.id, p1.id)
+		t.Errorf("GOROOT and CA bundle copies: id %s; want %s", p3.id, p1.id)
+	}
+
+	// The CA bundle is an input: another one, or none, is another image
+	// with other inputs; only the base layer differs.
+	for name, o := range map[string]Options{
+		"other CA bundle": {GoRoot: opts.GoRoot, NoBusybox: true, CABundle: caFile(t, caPEM(t, "test root B"))},
+		"no CA bundle":    {GoRoot: opts.GoRoot, NoBusybox: true, NoCABundle: true},
+	} {
+		p4, _ := archive(t, o)
+		if p4.id == p1.id || p4.inputs == p1.inputs {
+			t.Errorf("%s: id %s, inputs %s; want both to differ from %s, %s", name, p4.id, p4.inputs, p1.id, p1.inputs)
+		}
+		if p4.layers[0].diffID == p1.layers[0].diffID || p4.layers[1].diffID != p1.layers[1].diffID {
+			t.Errorf("%s: base layer %s, go layer %s; want a new base layer and the same go layer as %s, %s", name, p4.layers[0].diffID, p4.layers[1].diffID, p1.layers[0].diffID, p1.layers[1].diffID)
+		}
 	}
 }
 
@@ -213,7 +269,8 @@ func copyTree(t *testing.T, from, to string) {
 
 func TestArchiveLayout(t *testing.T) {
 	bb := hostBusybox(t)
-	p, a := archive(t, Options{GoRoot: fakeGoRoot(t), Busybox: bb})
+	ca := caPEM(t, "test root A")
+	p, a := archive(t, Options{GoRoot: fakeGoRoot(t), Busybox: bb, CABundle: caFile(t, ca)})
 	files, _ := readTar(t, a)
 
 	var m []manifestEntry
@@ -264,6 +321,7 @@ func TestArchiveLayout(t *testing.T) {
 		LabelGoVersion: "go1.99.1",
 		LabelGoRoot:    c.RootFS.DiffIDs[1],
 		LabelBusybox:   bbDigest.digest,
+		LabelCABundle:  sha(ca),
 		LabelInputs:    p.inputs,
 		LabelFormat:    formatVersion,
 	}
@@ -299,6 +357,15 @@ func TestArchiveLayout(t *testing.T) {
 	}
 	if !strings.Contains(string(base["etc/group"]), ":x:65534:") {
 		t.Errorf("etc/group = %q", base["etc/group"])
+	}
+	const caName = "etc/ssl/certs/ca-certificates.crt" // DefaultCABundle
+	if !bytes.Equal(base[caName], ca) || modes[caName] != 0o644 || types[caName] != tar.TypeReg {
+		t.Errorf("%s: mode %o type %c, %d bytes; want the bundle's %d bytes, 0644", caName, modes[caName], types[caName], len(base[caName]), len(ca))
+	}
+	for _, d := range []string{"etc/ssl/", "etc/ssl/certs/"} {
+		if types[d] != tar.TypeDir || modes[d] != 0o755 {
+			t.Errorf("%s: type %c mode %o; want dir 0755", d, types[d], modes[d])
+		}
 	}
 	for _, a := range []string{"sh", "tar", "timeout", "setsid", "mktemp"} {
 		if links["bin/"+a] != "busybox" || types["bin/"+a] != tar.TypeSymlink {
@@ -381,6 +448,46 @@ func TestArgvOnlyImage(t *testing.T) {
 	}
 }
 
+func TestNoCABundle(t *testing.T) {
+	p, a := archive(t, Options{GoRoot: fakeGoRoot(t), NoBusybox: true, NoCABundle: true})
+	files, _ := readTar(t, a)
+	var c config
+	if err := json.Unmarshal(files[p.configName()], &c); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Config.Labels[LabelCABundle]; ok || p.caPath != "" {
+		t.Errorf("CA bundle label %q, path %q with NoCABundle", c.Config.Labels[LabelCABundle], p.caPath)
+	}
+	_, hs := readTar(t, files[layerName(p.layers[0])])
+	for _, h := range hs {
+		if strings.HasPrefix(h.Name, "etc/ssl") {
+			t.Errorf("base layer holds %s with NoCABundle", h.Name)
+		}
+	}
+}
+
+// TestDefaultCABundle checks that the zero Options take the host's bundle
+// when it has one, and none otherwise.
+func TestDefaultCABundle(t *testing.T) {
+	p, err := prepare(context.Background(), Options{GoRoot: fakeGoRoot(t), NoBusybox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(DefaultCABundle); err != nil {
+		if p.caPath != "" {
+			t.Errorf("CA bundle %q; want none: the host has no %s", p.caPath, DefaultCABundle)
+		}
+		return
+	}
+	ca, err := readCABundle(DefaultCABundle)
+	if err != nil {
+		t.Fatalf("the host's bundle: %v", err)
+	}
+	if p.caPath != DefaultCABundle || p.caDigest != ca.digest || p.result().CABundle != DefaultCABundle {
+		t.Errorf("CA bundle %q %s; want %s %s", p.caPath, p.caDigest, DefaultCABundle, ca.digest)
+	}
+}
+
 func TestChangedInputIsAnError(t *testing.T) {
 	root := fakeGoRoot(t)
 	p, err := prepare(context.Background(), Options{GoRoot: root, NoBusybox: true})
@@ -420,6 +527,14 @@ func TestPrepareErrors(t *testing.T) {
 		{"busybox not elf", Options{GoRoot: root, Busybox: notELF}, nil, "not a Linux executable"},
 		{"missing busybox", Options{GoRoot: root, Busybox: notELF + "x"}, nil, "no such file"},
 		{"goroot not go", Options{GoRoot: t.TempDir(), NoBusybox: true}, nil, "not a Linux executable"},
+		{"ca with noca", Options{GoRoot: root, NoBusybox: true, CABundle: caFile(t, caPEM(t, "a")), NoCABundle: true}, nil, "NoCABundle"},
+		{"missing ca", Options{GoRoot: root, NoBusybox: true, CABundle: notELF + "x"}, nil, "no such file"},
+		{"ca is a dir", Options{GoRoot: root, NoBusybox: true, CABundle: t.TempDir()}, nil, "not a regular file"},
+		{"ca not pem", Options{GoRoot: root, NoBusybox: true, CABundle: notELF}, errNoCertificates, ""},
+		{"ca empty", Options{GoRoot: root, NoBusybox: true, CABundle: caFile(t, nil)}, errNoCertificates, ""},
+		{"ca bad certificate", Options{GoRoot: root, NoBusybox: true, CABundle: caFile(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")}))}, errNoCertificates, ""},
+		{"ca with a key", Options{GoRoot: root, NoBusybox: true, CABundle: caFile(t, append(caPEM(t, "a"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: []byte("secret")})...))}, nil, `"PRIVATE KEY"`},
+		{"ca too big", Options{GoRoot: root, NoBusybox: true, CABundle: caFile(t, append(caPEM(t, "a"), make([]byte, maxCABundleBytes)...))}, nil, "larger than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := prepare(context.Background(), tc.opts)
@@ -725,5 +840,25 @@ func TestGoRootTooBig(t *testing.T) {
 	f.Close()
 	if _, err := prepare(context.Background(), Options{GoRoot: root, NoBusybox: true}); err == nil || !strings.Contains(err.Error(), "not a Go toolchain") {
 		t.Errorf("prepare = %v; want a refusal of a GOROOT past maxGoRootBytes", err)
+	}
+}
+
+func TestCheckCABundle(t *testing.T) {
+	a, b := caPEM(t, "a"), caPEM(t, "b")
+	for _, tc := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"one", a, true},
+		{"two", append(append([]byte{}, a...), b...), true},
+		{"comments between blocks", []byte("# Root A\n" + string(a) + "\n# Root B\n" + string(b)), true},
+		{"one unparsable among good", append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")}), a...), true},
+		{"text only", []byte("not a certificate\n"), false},
+		{"public key", append(append([]byte{}, a...), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: []byte("k")})...), false},
+	} {
+		if err := checkCABundle(tc.data); (err == nil) != tc.ok {
+			t.Errorf("checkCABundle(%s) = %v; want ok %v", tc.name, err, tc.ok)
+		}
 	}
 }

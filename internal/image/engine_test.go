@@ -116,8 +116,13 @@ id -u; id -g
 stat -c %a /tmp
 echo written > /tmp/probe && cat /tmp/probe
 touch /usr/local/go/x 2>/dev/null && echo goroot-writable || echo goroot-read-only
-go env GOROOT`)
-	wantLines := "65534\n65534\n1777\nwritten\ngoroot-read-only\n/usr/local/go\n"
+go env GOROOT
+test -s /etc/ssl/certs/ca-certificates.crt && echo ca-bundle || echo no-ca-bundle`)
+	wantCA := "no-ca-bundle\n"
+	if r1.CABundle != "" {
+		wantCA = "ca-bundle\n"
+	}
+	wantLines := "65534\n65534\n1777\nwritten\ngoroot-read-only\n/usr/local/go\n" + wantCA
 	if res.ExitCode != 0 || string(res.Stdout) != wantLines {
 		t.Errorf("shell probe: exit %d, stdout %q, stderr %q; want %q", res.ExitCode, res.Stdout, res.Stderr, wantLines)
 	}

@@ -1,9 +1,11 @@
 // Package image builds Stockade's toolchain images offline, from what the
-// machine already has: the Go toolchain (a GOROOT) and a static busybox.
+// machine already has: the Go toolchain (a GOROOT), a static busybox and
+// the CA certificates.
 //
 // Threat model: the images run untrusted code, so they hold nothing but
-// the toolchain, a shell and two users, and default to the unprivileged
-// one (65534). They are built without a registry: machines behind an air
+// the toolchain, a shell, the public CA certificates (so that module
+// downloads over TLS verify) and two users, and default to the
+// unprivileged one (65534). They are built without a registry: machines behind an air
 // gap, and ours, cannot pull. Their contents are the inputs and nothing
 // else (fixed times, root-owned files, normalised modes), so the same
 // inputs give the same image ID on every machine, and callers pin the image
@@ -36,6 +38,10 @@ const GoRootInImage = "/usr/local/go"
 // DefaultBusybox is where Debian's busybox-static installs busybox.
 const DefaultBusybox = "/bin/busybox"
 
+// DefaultCABundle is where Debian's ca-certificates keeps the bundle, and
+// where Go's crypto/x509 looks first on Linux; the image has it there too.
+const DefaultCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
 // BaseTag is the default tag of an image built with NoGo.
 const BaseTag = "stockade/base:local"
 
@@ -49,6 +55,8 @@ const (
 	LabelGoRoot = "io.stockade.image.goroot"
 	// LabelBusybox is the sha256 of the busybox binary; absent without one.
 	LabelBusybox = "io.stockade.image.busybox"
+	// LabelCABundle is the sha256 of the CA bundle; absent without one.
+	LabelCABundle = "io.stockade.image.ca-bundle"
 	// LabelInputs digests the inputs together with the layout version: two
 	// images with the same value were built from the same things.
 	LabelInputs = "io.stockade.image.inputs"
@@ -78,6 +86,17 @@ type Options struct {
 	// NoBusybox leaves busybox out even when the host has one.
 	NoBusybox bool
 
+	// CABundle is the host path of a PEM bundle of CA certificates, copied
+	// to DefaultCABundle so that TLS (the module proxy) verifies. Empty
+	// means DefaultCABundle if the host has it; otherwise the image has no
+	// CA certificates. A file that is not PEM certificates only, or is
+	// larger than maxCABundleBytes, is an error.
+	CABundle string
+
+	// NoCABundle leaves the CA certificates out even when the host has
+	// them: every TLS connection from the image then fails to verify.
+	NoCABundle bool
+
 	// Tag is the name:tag the loaded image gets. Empty means
 	// "stockade/go:<version>-local", or BaseTag with NoGo.
 	Tag string
@@ -94,6 +113,7 @@ type Result struct {
 	Platform  string   // "linux/amd64"
 	GoRoot    string   // host directory copied; empty with NoGo
 	Busybox   string   // host path of the busybox copied; empty for none
+	CABundle  string   // host path of the CA bundle copied; empty for none
 	Inputs    string   // value of LabelInputs
 	Size      int64    // bytes, as the engine counts the image
 	Loaded    bool     // false when the engine already had the image
@@ -232,6 +252,9 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if opts.NoBusybox && opts.Busybox != "" {
 		return nil, errors.New("image: Busybox set with NoBusybox")
 	}
+	if opts.NoCABundle && opts.CABundle != "" {
+		return nil, errors.New("image: CABundle set with NoCABundle")
+	}
 	if opts.Tag != "" && !tagRE.MatchString(opts.Tag) {
 		return nil, fmt.Errorf("%w: %q: want lowercase name:tag", ErrInvalidTag, opts.Tag)
 	}
@@ -256,6 +279,10 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if tc == nil && bb == nil {
 		return nil, ErrNothingToBuild
 	}
+	ca, err := findCABundle(opts)
+	if err != nil {
+		return nil, err
+	}
 	tag := opts.Tag
 	if tag == "" {
 		tag = BaseTag
@@ -263,7 +290,28 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 			tag = goTag(tc.version)
 		}
 	}
-	return compose(ctx, tc, bb, tag)
+	return compose(ctx, tc, bb, ca, tag)
+}
+
+// findCABundle returns the CA bundle opts ask for, or nil for none.
+func findCABundle(opts Options) (*caBundle, error) {
+	if opts.NoCABundle {
+		return nil, nil
+	}
+	name := opts.CABundle
+	if name == "" {
+		if _, err := os.Stat(DefaultCABundle); err != nil {
+			return nil, nil
+		}
+		name = DefaultCABundle
+	}
+	ca, err := readCABundle(name)
+	if err != nil {
+		// Unlike a dynamic busybox, a host bundle that is not one is a
+		// surprise worth stopping for; NoCABundle is the way out.
+		return nil, fmt.Errorf("image: CA bundle: %w", err)
+	}
+	return ca, nil
 }
 
 // findBusybox returns the busybox opts ask for, or nil for none.
@@ -315,7 +363,7 @@ func goTag(version string) string {
 }
 
 func (p *plan) result() Result {
-	r := Result{ID: p.id, Tags: p.tags, Busybox: p.busybox, Inputs: p.inputs, Platform: "linux/" + p.arch}
+	r := Result{ID: p.id, Tags: p.tags, Busybox: p.busybox, CABundle: p.caPath, Inputs: p.inputs, Platform: "linux/" + p.arch}
 	if p.tc != nil {
 		r.GoVersion, r.GoRoot = p.tc.version, p.tc.dir
 	}
