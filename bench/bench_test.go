@@ -11,7 +11,9 @@
 // measurements; STOCKADE_BENCH_EMPTY_ROUNDS (default 2) rounds of the
 // empty-cache validations, which take minutes each; STOCKADE_BENCH_DATADIR
 // (default <user cache>/stockade-bench) keeps the seed between runs;
-// STOCKADE_BENCH_OUT writes the table to a file as well.
+// STOCKADE_BENCH_OUT writes the table to a file as well;
+// STOCKADE_BENCH_ONLY=validations,inspect,overhead,sessions runs only the
+// sections named.
 package bench
 
 import (
@@ -35,7 +37,9 @@ import (
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
@@ -109,9 +113,22 @@ func TestSuite(t *testing.T) {
 		tb.title("Seed reused (Ensure wall time %v); its recorded build time: %v", s.seedTime.Round(time.Millisecond), s.seed.Meta.BuildTime.Round(time.Second))
 	}
 
-	s.validations(&tb, rounds, emptyRounds)
-	s.overhead(&tb, rounds)
-	s.sessions(&tb, rounds)
+	only := os.Getenv("STOCKADE_BENCH_ONLY")
+	want := func(section string) bool {
+		return only == "" || strings.Contains(","+only+",", ","+section+",")
+	}
+	if want("validations") {
+		s.validations(&tb, rounds, emptyRounds)
+	}
+	if want("inspect") {
+		s.inspect(&tb, rounds)
+	}
+	if want("overhead") {
+		s.overhead(&tb, rounds)
+	}
+	if want("sessions") {
+		s.sessions(&tb, rounds)
+	}
 
 	out := tb.String()
 	fmt.Println(out)
@@ -246,6 +263,105 @@ func (s *suite) validations(tb *table, rounds, emptyRounds int) {
 			ms(medianOf(sd, func(r run) time.Duration { return r.teardown })),
 			ms(medianOf(hs, step("list"))), ms(medianOf(hs, step("build"))), ms(medianOf(hs, step("vet"))), ms(medianOf(hs, step("test"))))
 	}
+}
+
+// inspect measures a whole `stockade inspect` (validate.Inspect: check,
+// image, lock and reap, seed, snapshot, probe, acquire, validation,
+// candidates) of each fixture against the host running the same commands
+// (go mod download, the validation, the candidates listing) with the same
+// cache state: modules already downloaded, a fresh build cache from the
+// same seed. The first inspect of each fixture is untimed: it builds
+// inspect's seed (its settings differ from this suite's, so it is its own
+// key) and fills the module cache.
+func (s *suite) inspect(tb *table, rounds int) {
+	ctx := context.Background()
+	dataDir := filepath.Join(s.dataDir, "inspect")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		s.t.Fatal(err)
+	}
+	proxy := s.tcfg.FixtureProxy
+	opts := func(f string) validate.InspectOptions {
+		return validate.InspectOptions{Dir: s.mods[f], FixtureProxy: proxy, DataDir: dataDir, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}
+	}
+	var seedNote string
+	for _, f := range fixtures {
+		t0 := time.Now()
+		rep, err := validate.Inspect(ctx, s.eng, opts(f))
+		if err != nil {
+			s.t.Fatalf("inspect %s: %v", f, err)
+		}
+		for _, n := range rep.Notes {
+			if strings.Contains(n, "seed") {
+				seedNote = fmt.Sprintf("%s (first inspect, %v in all)", n, time.Since(t0).Round(time.Second))
+			}
+		}
+	}
+	hostMods := s.dir777(filepath.Join(dataDir, "host-modcache"))
+	type pair struct{ ctr, host []time.Duration }
+	res := map[string]*pair{}
+	for r := 0; r < rounds; r++ {
+		for _, f := range fixtures {
+			p := res[f]
+			if p == nil {
+				p = &pair{}
+				res[f] = p
+			}
+			t0 := time.Now()
+			if _, err := validate.Inspect(ctx, s.eng, opts(f)); err != nil {
+				s.t.Fatalf("inspect %s: %v", f, err)
+			}
+			p.ctr = append(p.ctr, time.Since(t0))
+			p.host = append(p.host, s.hostInspect(ctx, f, proxy, hostMods, r == 0))
+		}
+	}
+	if seedNote != "" {
+		tb.title("Inspect's own seed: %s.", seedNote)
+	}
+	tb.section("Whole inspect (validate.Inspect, seeded) vs the host running its commands with the same cache state: median wall time",
+		"fixture", "stockade inspect", "host", "inspect/host")
+	for _, f := range fixtures {
+		c, h := median(res[f].ctr), median(res[f].host)
+		tb.row(f, secs(c), secs(h), ratio(c, h))
+	}
+}
+
+// hostInspect runs on the host what inspect runs in containers: a copy of
+// the module (the snapshot), go mod download, the validation with a fresh
+// seeded cache, and the candidates listing. The first call fills the module
+// cache untimed.
+func (s *suite) hostInspect(ctx context.Context, f, proxy, modCache string, first bool) time.Duration {
+	home := s.tempDir("home-")
+	defer os.RemoveAll(home)
+	env := []string{
+		"PATH=" + filepath.Join(runtime.GOROOT(), "bin") + ":/usr/bin:/bin",
+		"HOME=" + home, "TMPDIR=" + home,
+		"GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOPROXY=file://" + proxy, "GOSUMDB=off", "GOPRIVATE=",
+		"GOMODCACHE=" + modCache, "CGO_ENABLED=0",
+	}
+	if first {
+		if out, err := (hostExecer{dir: s.mods[f], env: append(env, "GOCACHE="+filepath.Join(home, "c"))}).Exec(ctx, []string{"go", "mod", "download"}, 10*time.Minute); err != nil || out.ExitCode != 0 {
+			s.t.Fatalf("host go mod download: %v %s", err, out.Stderr)
+		}
+	}
+	t0 := time.Now()
+	snap := filepath.Join(home, "snap")
+	copyTree(s.t, s.mods[f], snap)
+	m, _, err := gomod.Check(snap, imagetable.Default(), nil)
+	if err != nil {
+		s.t.Fatalf("gomod.Check: %v", err)
+	}
+	cache := s.newCache()
+	x := hostExecer{dir: snap, env: append(env, "GOCACHE="+cache, "GOCACHEPROG="+s.hostProg+" "+filepath.Join(s.seed.Dir, "cache"))}
+	if out, err := x.Exec(ctx, []string{"go", "mod", "download"}, 10*time.Minute); err != nil || out.ExitCode != 0 {
+		s.t.Fatalf("host go mod download: %v %s", err, out.Stderr)
+	}
+	if _, err := validate.Run(ctx, x, validate.Options{Timeout: 30 * time.Minute}); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := validate.Candidates(ctx, x, m.Direct()); err != nil {
+		s.t.Fatal(err)
+	}
+	return time.Since(t0)
 }
 
 // run is one measured validation.
