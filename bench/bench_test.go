@@ -502,6 +502,9 @@ type hostExecer struct {
 }
 
 func (h hostExecer) Exec(ctx context.Context, argv []string, timeout time.Duration) (validate.Output, error) {
+	if timeout <= 0 {
+		timeout = 10 * time.Minute // the runner's default, as in validate.Execer
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
