@@ -10,7 +10,6 @@ import (
 
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -23,14 +22,7 @@ func TestReap_RemovesOrphansOfItsDataDirOnly(t *testing.T) {
 	eng := enginetest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	imgs, err := image.List(ctx, eng)
-	if err != nil || len(imgs) == 0 {
-		res, err := image.Build(ctx, eng, image.Options{NoGo: true})
-		if err != nil {
-			t.Fatalf("no image to create containers from: %v", err)
-		}
-		imgs = []image.Info{{ID: res.ID}}
-	}
+	img := enginetest.BaseImage(t, eng)
 	mine, err := toolchain.PrepareDataDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +34,7 @@ func TestReap_RemovesOrphansOfItsDataDirOnly(t *testing.T) {
 	orphan := func(dataDir string) string {
 		l := label.Base(enginetest.Owner(t), label.KindToolchain)
 		l[label.Run], l[label.DataDir] = "crashed", toolchain.DataDirID(dataDir)
-		cfg, err := container.Spec{Image: imgs[0].ID, Cmd: []string{"true"}, Labels: l}.Config()
+		cfg, err := container.Spec{Image: img, Cmd: []string{"true"}, Labels: l}.Config()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,41 +4,18 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
-var (
-	baseOnce sync.Once
-	baseID   string
-	baseErr  error
-)
-
-func baseImage(t *testing.T, c *dockerapi.Client) string {
-	t.Helper()
-	baseOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		var res image.Result
-		res, baseErr = image.Build(ctx, c, image.Options{NoGo: true})
-		baseID = res.ID
-	})
-	if baseErr != nil {
-		t.Fatalf("build base image: %v", baseErr)
-	}
-	return baseID
-}
-
 func spec(t *testing.T, c *dockerapi.Client, script string) container.Spec {
 	return container.Spec{
-		Image:  baseImage(t, c),
+		Image:  enginetest.BaseImage(t, c),
 		Cmd:    []string{"/bin/sh", "-c", script},
 		Labels: label.Base(enginetest.Owner(t), label.KindProbe),
 		Mounts: []container.Mount{{Type: container.Tmpfs, Target: "/tmp", Exec: true}},

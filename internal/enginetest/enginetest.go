@@ -6,9 +6,11 @@ package enginetest
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -55,4 +57,28 @@ func sanitize(s string) string {
 		b = b[:60]
 	}
 	return string(b)
+}
+
+var (
+	baseOnce sync.Once
+	baseID   string
+	baseErr  error
+)
+
+// BaseImage returns the ID of the busybox-only image internal/image builds
+// (the engine stores it once; building it again is a cheap check), building
+// it on the first call of the test process.
+func BaseImage(t testing.TB, c *dockerapi.Client) string {
+	t.Helper()
+	baseOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var res image.Result
+		res, baseErr = image.Build(ctx, c, image.Options{NoGo: true})
+		baseID = res.ID
+	})
+	if baseErr != nil {
+		t.Fatalf("building the base image: %v", baseErr)
+	}
+	return baseID
 }

@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"io"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"github.com/stockade/stockade/sandbox/sandboxtest"
@@ -48,25 +46,9 @@ func (c *counting) ArchiveGet(ctx context.Context, id, path string) (io.ReadClos
 	return c.engine.ArchiveGet(ctx, id, path)
 }
 
-var (
-	imageOnce sync.Once
-	imageID   string
-	imageErr  error
-)
-
-// testImage builds (once) the BusyBox-only base image the sessions run.
+// testImage returns the BusyBox-only base image the sessions run.
 func testImage(t testing.TB, c *dockerapi.Client) string {
-	imageOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		var res image.Result
-		res, imageErr = image.Build(ctx, c, image.Options{NoGo: true})
-		imageID = res.ID
-	})
-	if imageErr != nil {
-		t.Fatalf("building the test image: %v", imageErr)
-	}
-	return imageID
+	return enginetest.BaseImage(t, c)
 }
 
 // newProvider returns a provider with a fresh owner, and a call counter.
