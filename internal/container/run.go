@@ -104,7 +104,7 @@ type Engine interface {
 // A command that failed, timed out, ran out of memory or flooded its output
 // is a Result; an error means the engine or Stockade failed, or ctx ended
 // (then the error wraps ctx.Err()).
-func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (Result, error) {
+func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (res Result, err error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -122,7 +122,6 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
-	var res Result
 
 	t := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, b.Create)
@@ -143,6 +142,7 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (Result, error) 
 	res.ContainerID = id
 	log = log.With("container", name, "image", s.Image)
 	if !o.Keep {
+		// A named result, so the remove phase's time reaches the caller.
 		defer func() {
 			t := time.Now()
 			removeDetached(ctx, eng, id, b.Remove, log)

@@ -53,6 +53,9 @@ func TestRunHardenedAndRemoved(t *testing.T) {
 	if res.ExitCode != 7 || res.TimedOut || res.OOMKilled || res.Truncated() {
 		t.Errorf("result = exit %d timedout %v oom %v trunc %v; want exit 7 only", res.ExitCode, res.TimedOut, res.OOMKilled, res.Truncated())
 	}
+	if p := res.Phases; p.Create <= 0 || p.Start <= 0 || p.Wait <= 0 || p.Remove <= 0 {
+		t.Errorf("phases = %+v; want every phase timed", p)
+	}
 	gone(t, c, res.ContainerID)
 }
 
