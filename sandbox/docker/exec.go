@@ -2,8 +2,6 @@ package docker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -243,7 +242,7 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 	if strings.IndexByte(req.Command, 0) >= 0 {
 		return sandbox.ExecResult{}, fmt.Errorf("docker: command holds a NUL byte")
 	}
-	marker := randomHex(8)
+	marker := container.RandomHex(8)
 	cmd := []string{"/bin/sh", "-c", execShell, "stockade-exec", marker, req.Command}
 	execID, err := b.p.eng.ExecCreate(ctx, b.id, dockerapi.ExecConfig{Cmd: cmd, User: b.user(), WorkingDir: b.workdir, AttachStdout: true, AttachStderr: true})
 	if err != nil {
@@ -381,10 +380,3 @@ func (b *box) Destroy(ctx context.Context) error {
 	return b.p.remove(ctx, b.session, true)
 }
 
-func randomHex(n int) string {
-	buf := make([]byte, n)
-	if _, err := rand.Read(buf); err != nil {
-		panic(err)
-	}
-	return hex.EncodeToString(buf)
-}
