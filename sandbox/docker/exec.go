@@ -379,4 +379,3 @@ func (b *box) scriptArgv(ctx context.Context, argv []string) (scriptResult, erro
 func (b *box) Destroy(ctx context.Context) error {
 	return b.p.remove(ctx, b.session, true)
 }
-
