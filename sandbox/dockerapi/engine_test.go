@@ -507,7 +507,12 @@ func (f *fixture) lifecycle(t *testing.T) {
 	if err := c.ContainerRemove(ctx, id, dockerapi.RemoveOptions{}); !errors.Is(err, dockerapi.ErrConflict) {
 		t.Errorf("ContainerRemove(running) = %v; want ErrConflict", err)
 	}
-	// Stop sends SIGTERM, which docker-init passes on to sleep.
+	// Stop sends SIGTERM, which docker-init passes on to sleep. The kernel
+	// drops a signal to a PID 1 that neither handles nor blocks it, and
+	// docker-init blocks signals only once it is up (before it forks its
+	// child), so wait for the child to be sleep before stopping; otherwise
+	// the stop can end in SIGKILL (137) at load.
+	initReady(t, ctx, c, id)
 	if err := c.ContainerStop(ctx, id, 5*time.Second); err != nil {
 		t.Fatalf("ContainerStop: %v", err)
 	}
@@ -558,6 +563,27 @@ func (f *fixture) lifecycle(t *testing.T) {
 // it is; so each container runs until the test creates a trigger file, some
 // time after the wait was sent, and a wait that still missed the exit (it
 // then blocks, or finds the container gone) is tried again.
+// initReady waits until docker-init's child runs sleep.
+func initReady(t *testing.T, ctx context.Context, c *dockerapi.Client, id string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		eid, err := c.ExecCreate(ctx, id, dockerapi.ExecConfig{Cmd: []string{"sh", "-c", "cat /proc/[0-9]*/comm 2>/dev/null"}, AttachStdout: true})
+		if err != nil {
+			t.Fatalf("ExecCreate: %v", err)
+		}
+		out := dockerapi.NewBuffer(4 << 10)
+		if err := c.ExecStart(ctx, eid, out, nil); err != nil {
+			t.Fatalf("ExecStart: %v", err)
+		}
+		if slices.Contains(strings.Split(out.String(), "\n"), "sleep") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the init process of %s never started sleep", id)
+}
+
 func (f *fixture) waitConditions(t *testing.T) {
 	ctx := testContext(t)
 	c := f.c
