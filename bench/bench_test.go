@@ -38,6 +38,7 @@ import (
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/gomod"
+	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/modproxy"
@@ -804,22 +805,7 @@ func countEntries(dir string) int {
 }
 
 func copyTree(t *testing.T, src, dst string) {
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
-	if err != nil {
+	if err := hosttest.CopyTree(src, dst); err != nil {
 		t.Fatal(err)
 	}
 }

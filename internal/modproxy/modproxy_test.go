@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stockade/stockade/internal/hosttest"
 )
 
 // fixtures is the repository's fixture module source tree.
@@ -237,16 +239,7 @@ func TestGenerate_GoModDownload(t *testing.T) {
 // file proxy only, no checksum database, a private module cache.
 func goEnv(t *testing.T, proxy string) []string {
 	t.Helper()
-	home := t.TempDir()
-	// Telemetry would write counters into HOME after the command exits,
-	// racing the test's cleanup; its mode file turns it off.
-	tele := filepath.Join(home, ".config", "go", "telemetry")
-	if err := os.MkdirAll(tele, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tele, "mode"), []byte("off"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	home := hosttest.QuietHome(t)
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = t.TempDir()

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/modproxy"
 )
 
@@ -341,14 +342,7 @@ func newHost(t *testing.T) *host {
 	if proxyErr != nil {
 		t.Fatal(proxyErr)
 	}
-	home := t.TempDir()
-	tele := filepath.Join(home, ".config", "go", "telemetry")
-	if err := os.MkdirAll(tele, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tele, "mode"), []byte("off"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	home := hosttest.QuietHome(t)
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = t.TempDir()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/modproxy"
@@ -346,7 +347,7 @@ func TestInspect_Fixtures(t *testing.T) {
 func TestInspect_CommittedTreeOrWorktree(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
 	dir := filepath.Join(t.TempDir(), "repo")
-	if err := copyDir(filepath.Join(repos, "old-go"), dir); err != nil {
+	if err := hosttest.CopyTree(filepath.Join(repos, "old-go"), dir); err != nil {
 		t.Fatal(err)
 	}
 	git := func(args ...string) {

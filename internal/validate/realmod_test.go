@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/report"
 )
 
@@ -54,29 +54,11 @@ func download(t *testing.T, mod string) (dir, proxy string) {
 		t.Fatalf("go mod download %s: %v %s", mod, err, d.Error)
 	}
 	dir = filepath.Join(tmp, "module")
-	if err := copyDir(d.Dir, dir); err != nil {
+	if err := hosttest.CopyTree(d.Dir, dir); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeTree(cache) }) // the module cache is read-only
 	return dir, filepath.Join(cache, "cache", "download")
-}
-
-func copyDir(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, 0o644)
-	})
 }
 
 // hostStatus runs the same go build, go vet and go test a validation runs
@@ -85,7 +67,7 @@ func copyDir(src, dst string) error {
 func hostStatus(t *testing.T, src, gomodcache string) map[string]report.Status {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "host")
-	if err := copyDir(src, dir); err != nil {
+	if err := hosttest.CopyTree(src, dir); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]report.Status{}
