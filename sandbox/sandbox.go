@@ -131,8 +131,9 @@ type Sandbox interface {
 	// shorter or longer than size.
 	WriteFileStream(ctx context.Context, path string, src io.Reader, size int64) error
 	// WriteFiles writes files in order with a constant number of engine
-	// round trips. Each file lands atomically; the first failure stops the
-	// rest and files already landed stay.
+	// round trips per run of consecutive files in one writable place. Each
+	// file lands atomically; the first failure stops every file after it
+	// in the list, and files already landed stay.
 	WriteFiles(ctx context.Context, files []FileWrite) error
 	// Destroy removes the sandbox and its volumes. It is idempotent.
 	Destroy(ctx context.Context) error

@@ -131,13 +131,18 @@ func (b *box) WriteFileStream(ctx context.Context, p string, src io.Reader, size
 	return b.WriteFile(ctx, p, buf)
 }
 
-// WriteFiles implements sandbox.Sandbox.
+// WriteFiles implements sandbox.Sandbox. Files go in runs of consecutive
+// files in the same writable place, one BulkWrite each, run after run: a
+// failure stops every file after it, whatever its place, as the interface
+// promises.
 func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
-	// Everything is checked before anything moves; the first file outside
+	// Every path is checked before anything moves; the first file outside
 	// every writable place ends the write there.
-	var groups [][]sandbox.FileWrite
-	var groupRoots []string
-	index := map[string]int{}
+	type run struct {
+		root  string
+		files []sandbox.FileWrite
+	}
+	var runs []run
 	var stop error
 	for _, f := range files {
 		if err := checkPath(f.Path); err != nil {
@@ -152,21 +157,18 @@ func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
 			stop = fmt.Errorf("docker: write %s: %w", f.Path, sandbox.ErrIsDirectory)
 			break
 		}
-		i, ok := index[root]
-		if !ok {
-			i = len(groups)
-			index[root] = i
-			groups = append(groups, nil)
-			groupRoots = append(groupRoots, root)
+		if n := len(runs); n > 0 && runs[n-1].root == root {
+			runs[n-1].files = append(runs[n-1].files, f)
+			continue
 		}
-		groups[i] = append(groups[i], f)
+		runs = append(runs, run{root: root, files: []sandbox.FileWrite{f}})
 	}
-	for i, g := range groups {
-		bw, err := sandbox.NewBulkWrite(groupRoots[i], g)
+	for _, r := range runs {
+		bw, err := sandbox.NewBulkWrite(r.root, r.files)
 		if err != nil {
 			return fmt.Errorf("docker: %w", err)
 		}
-		if err := b.bulk(ctx, bw, g); err != nil {
+		if err := b.bulk(ctx, bw, r.files); err != nil {
 			return err
 		}
 	}
