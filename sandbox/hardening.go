@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -23,7 +25,8 @@ var gatedCapDrop = []string{"NET_ADMIN", "NET_RAW"}
 // except ReadOnlyRootfs: see below.
 type Hardening struct {
 	// CPUMillis is the CPU limit in thousandths of a CPU; 0 means
-	// DefaultCPUMillis. Backends clamp it to what the engine has.
+	// DefaultCPUMillis, and at most MaxCPUMillis. Backends clamp it to what
+	// the engine has.
 	CPUMillis int64
 	// MemoryBytes is the memory limit in bytes, without swap; 0 means 1 GiB.
 	MemoryBytes int64
@@ -168,6 +171,10 @@ func normCap(c string) string {
 	return strings.TrimPrefix(c, "CAP_")
 }
 
+// MaxCPUMillis is the largest CPUMillis: the most whose nano-CPUs
+// (CPUMillis * 1e6, what engines take) fit in an int64.
+const MaxCPUMillis = math.MaxInt64 / 1_000_000
+
 // Bounds Validate enforces.
 const (
 	minMemoryBytes = 16 << 20 // below this even the backend's scripts fail
@@ -175,42 +182,56 @@ const (
 	maxUID         = 1<<31 - 2
 )
 
-// Validate checks h: no negative limit, a memory limit of at least 16 MiB
-// and a pids limit of at least 16 when set, capability names made of
-// letters, digits and '_', and a RunAsUser between 1 and 2^31-2 (root is
-// refused: the hardening assumes an unprivileged user). gated says whether
-// the sandbox uses the egress gate; a gated sandbox must run with a
-// read-only root so it cannot alter the gate's configuration files.
+// ErrInvalidHardening is what Validate's refusals match.
+var ErrInvalidHardening = errors.New("sandbox: invalid hardening")
+
+// Validate checks h: no negative limit, a CPUMillis of at most
+// MaxCPUMillis, a memory limit of at least 16 MiB and a pids limit of at
+// least 16 when set, capability names made of letters, digits and '_', and a
+// RunAsUser between 1 and 2^31-2 (root is refused: the hardening assumes an
+// unprivileged user). gated says whether the sandbox uses the egress gate; a
+// gated sandbox must run with a read-only root so it cannot alter the gate's
+// configuration files. Every refusal matches ErrInvalidHardening.
 func (h Hardening) Validate(gated bool) error {
+	if err := h.check(gated); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalidHardening, err)
+	}
+	return nil
+}
+
+// check is Validate's reasons, as plain text.
+func (h Hardening) check(gated bool) error {
 	switch {
 	case h.CPUMillis < 0:
-		return fmt.Errorf("sandbox: hardening: negative CPUMillis %d", h.CPUMillis)
+		return fmt.Errorf("negative CPUMillis %d", h.CPUMillis)
+	case h.CPUMillis > MaxCPUMillis:
+		return fmt.Errorf("CPUMillis %d above the maximum %d (its nano-CPUs overflow)", h.CPUMillis, int64(MaxCPUMillis))
 	case h.MemoryBytes < 0:
-		return fmt.Errorf("sandbox: hardening: negative MemoryBytes %d", h.MemoryBytes)
+		return fmt.Errorf("negative MemoryBytes %d", h.MemoryBytes)
 	case h.MemoryBytes > 0 && h.MemoryBytes < minMemoryBytes:
-		return fmt.Errorf("sandbox: hardening: MemoryBytes %d below the minimum %d", h.MemoryBytes, minMemoryBytes)
+		return fmt.Errorf("MemoryBytes %d below the minimum %d", h.MemoryBytes, minMemoryBytes)
 	case h.PidsLimit < 0:
-		return fmt.Errorf("sandbox: hardening: negative PidsLimit %d", h.PidsLimit)
+		return fmt.Errorf("negative PidsLimit %d", h.PidsLimit)
 	case h.PidsLimit > 0 && h.PidsLimit < minPidsLimit:
-		return fmt.Errorf("sandbox: hardening: PidsLimit %d below the minimum %d", h.PidsLimit, minPidsLimit)
+		return fmt.Errorf("PidsLimit %d below the minimum %d", h.PidsLimit, minPidsLimit)
 	case h.EphemeralStorageBytes < 0:
-		return fmt.Errorf("sandbox: hardening: negative EphemeralStorageBytes %d", h.EphemeralStorageBytes)
+		return fmt.Errorf("negative EphemeralStorageBytes %d", h.EphemeralStorageBytes)
 	case h.RunAsUser != nil && *h.RunAsUser == 0:
-		return fmt.Errorf("sandbox: hardening: RunAsUser 0: sandboxes never run as root")
+		return fmt.Errorf("RunAsUser 0: sandboxes never run as root")
 	case h.RunAsUser != nil && (*h.RunAsUser < 0 || *h.RunAsUser > maxUID):
-		return fmt.Errorf("sandbox: hardening: RunAsUser %d out of range", *h.RunAsUser)
+		return fmt.Errorf("RunAsUser %d out of range", *h.RunAsUser)
 	case gated && !h.isZero() && !h.ReadOnlyRootfs:
-		return fmt.Errorf("sandbox: hardening: a gated sandbox needs a read-only root")
+		return fmt.Errorf("a gated sandbox needs a read-only root")
 	}
 	for _, c := range h.CapDrop {
 		n := normCap(c)
 		if n == "" {
-			return fmt.Errorf("sandbox: hardening: empty capability name in CapDrop")
+			return fmt.Errorf("empty capability name in CapDrop")
 		}
 		for i := 0; i < len(n); i++ {
 			ch := n[i]
 			if !(ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_') {
-				return fmt.Errorf("sandbox: hardening: invalid capability name %q", c)
+				return fmt.Errorf("invalid capability name %q", c)
 			}
 		}
 	}
