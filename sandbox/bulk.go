@@ -293,6 +293,10 @@ func (b *BulkWrite) LostItsList(stdout string) bool {
 // errIncomplete reports a delivery that did not arrive whole.
 var errIncomplete = errors.New("sandbox: bulk delivery incomplete; nothing landed")
 
+// errModeNotKept reports a staged file that could not be given its target's
+// mode (ExitBulkMode).
+var errModeNotKept = errors.New("sandbox: cannot give a new file its target's mode; nothing landed")
+
 // Fault turns a bulk script's exit code and stderr into an error (nil for
 // code 0). backend names the backend in the message. The fault line names
 // the failing target; from then on Delivered, Members, Archive and
@@ -339,6 +343,8 @@ func (b *BulkWrite) Fault(backend string, code int, stderr string) error {
 		err = fmt.Errorf("%w: a staged file is missing", errIncomplete)
 	case ExitBulkIncomplete:
 		err = fmt.Errorf("%w: the manifest is missing or cut short", errIncomplete)
+	case ExitBulkMode:
+		err = errModeNotKept
 	default:
 		return fmt.Errorf("%s: %s: script exited %d: %s", backend, what, code, firstLine(stderr))
 	}

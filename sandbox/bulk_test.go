@@ -108,6 +108,9 @@ func TestBulkWriteLands(t *testing.T) {
 			os.WriteFile(w+"/old/keep.sh", []byte("old"), 0o750)
 			os.WriteFile(w+"/old/same", []byte("old"), 0o644)
 			os.WriteFile(w+"/old/x.sh", []byte("old"), 0o700)
+			os.WriteFile(w+"/old/secret", []byte("s"), 0o600)
+			os.Symlink("secret", w+"/old/link")
+			os.Symlink("/nonexistent", w+"/old/dangling")
 			files := []FileWrite{
 				{Path: w + "/a.txt", Data: []byte("a")},
 				{Path: w + "/old/keep.sh", Data: []byte("new")},
@@ -117,6 +120,8 @@ func TestBulkWriteLands(t *testing.T) {
 				{Path: w + "/.hidden", Data: []byte("h")},
 				{Path: w + "/..dots", Data: []byte("d")},
 				{Path: w + "/old/x.sh", Data: []byte("x")},
+				{Path: w + "/old/link", Data: []byte("l")},
+				{Path: w + "/old/dangling", Data: []byte("g")},
 			}
 			b, err := NewBulkWrite(w, files)
 			if err != nil {
@@ -149,6 +154,9 @@ func TestBulkWriteLands(t *testing.T) {
 				"/w/old":              "dir",
 				"/w/old/keep.sh":      "-rwxr-x--- new",
 				"/w/old/same":         "-rw-r--r-- ",
+				"/w/old/secret":       "-rw------- s",
+				"/w/old/link":         "-rw-r--r-- l",
+				"/w/old/dangling":     "-rw-r--r-- g",
 				"/w/new":              "dir",
 				"/w/new/deep":         "dir",
 				"/w/new/deep/b c.txt": "-rw-r--r-- b",
@@ -245,6 +253,47 @@ func TestBulkWriteShortDelivery(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestBulkRenameModeFails checks that a staged file whose mode cannot be set
+// stops the landing: here the sandbox swapped it for a dangling symlink, so
+// chmod fails, and nothing may land.
+func TestBulkRenameModeFails(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(filepath.Base(sh[0]), func(t *testing.T) {
+			root := t.TempDir()
+			w := root + "/w"
+			os.MkdirAll(w, 0o755)
+			os.WriteFile(w+"/a", []byte("old"), 0o700)
+			b, err := NewBulkWrite(w, []FileWrite{{Path: w + "/a", Data: []byte("new")}, {Path: w + "/b", Data: []byte("b")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ar bytes.Buffer
+			if err := b.Archive(&ar); err != nil {
+				t.Fatal(err)
+			}
+			extract(t, w, &ar)
+			staged := w + "/" + b.tmp + "/a"
+			os.Remove(staged)
+			if err := os.Symlink("/nonexistent", staged); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := runScript(t, sh, BulkRenameShell, b.Manifest, b.DirList)
+			if code != ExitBulkMode {
+				t.Fatalf("rename exit %d (stderr %q); want ExitBulkMode (%d)", code, stderr, ExitBulkMode)
+			}
+			if err := b.Fault("test", code, stderr); !errors.Is(err, errModeNotKept) {
+				t.Errorf("Fault = %v; want errModeNotKept", err)
+			}
+			if got, _ := os.ReadFile(w + "/a"); string(got) != "old" {
+				t.Errorf("a = %q after a failed mode copy; want it untouched", got)
+			}
+			if _, err := os.Lstat(w + "/b"); err == nil {
+				t.Errorf("b landed after a failed mode copy")
+			}
+		})
 	}
 }
 
@@ -355,6 +404,7 @@ func TestFault(t *testing.T) {
 		{ExitPathIsDirectory, "stockade: fault 9 /w/b\n", ErrIsDirectory, 0},
 		{ExitBulkIncomplete, "", errIncomplete, 0},
 		{ExitBulkExtract, "", errIncomplete, 0},
+		{ExitBulkMode, "stockade: cannot preserve modes\n", errModeNotKept, 0},
 		{1, "boom", nil, 0},
 	} {
 		b, _ := NewBulkWrite("/w", files)

@@ -55,10 +55,11 @@
 // WriteFileStream and WriteFiles land each file atomically: the bytes go to
 // a temporary file named by TempName in a staging directory beside the
 // target, then one rename replaces the target. Parents are created; an
-// existing file keeps its mode; a new one gets 0644. The scripts the backend
-// runs in the container for this are the …Shell constants; they need a POSIX
-// sh, mkdir, mv, rm, chmod, stat, grep, tr and xargs with -0 (BusyBox is
-// enough).
+// existing regular file keeps its mode; a new one, or one that replaces a
+// symlink (the link is replaced, not followed), gets 0644. The scripts the
+// backend runs in the container for this are the …Shell variables; they
+// need a POSIX sh, mkdir, mv, rm, chmod, stat, grep, sed, tail, tr and
+// xargs with -0 (BusyBox is enough).
 package sandbox
 
 import (

@@ -20,6 +20,9 @@ const (
 	// ExitBulkIncomplete: the manifest is missing or cut short, so the
 	// delivery cannot be trusted; nothing was landed.
 	ExitBulkIncomplete = 95
+	// ExitBulkMode: a staged file could not be given its target's mode;
+	// nothing was landed.
+	ExitBulkMode = 96
 )
 
 // ShellStateRoot is the directory inside a sandbox reserved for the state of
@@ -103,15 +106,17 @@ exit 0
 `
 
 // PreserveModeShell defines pm_apply MANIFEST TMP, which gives each staged
-// file whose target already exists the target's permission bits, so a
-// rename keeps the mode; staged files arrive with 0644, the mode of a new
-// file, so only targets with another mode cost a chmod. It runs one stat
+// file whose target is an existing regular file the target's permission
+// bits, so a rename keeps the mode; staged files arrive with 0644, the mode
+// of a new file, so only targets with another mode cost a chmod. A target
+// that is a symlink is replaced by a new file, not followed, so its staged
+// file keeps 0644. pm_apply fails when a chmod fails. It runs one stat
 // (through xargs -0, so any number of targets and any bytes but newline in
 // their names) for all targets and one chmod per distinct mode, whatever the
 // number of files. BulkRenameShell includes it.
 const PreserveModeShell = `pm_apply() {
 	pm_list=$1; pm_tmp=$2
-	pm_out=$(grep '^/' "$pm_list" | tr '\n' '\0' | xargs -0 stat -c '%a %n' -- 2>/dev/null | grep -v '^644 ')
+	pm_out=$(grep '^/' "$pm_list" | tr '\n' '\0' | xargs -0 stat -c '%f %a %n' -- 2>/dev/null | sed -n 's/^8[0-9a-f]* //p' | grep -v '^644 ')
 	[ -n "$pm_out" ] || return 0
 	pm_modes=
 	while IFS= read -r pm_l; do
@@ -177,7 +182,8 @@ exit 0
 //
 // it checks that the manifest is complete (else prints "stockade: lost-list"
 // and exits ExitBulkIncomplete) and that every staged file arrived (else
-// ExitBulkExtract), in both cases landing nothing. Its cost in processes
+// ExitBulkExtract), in both cases landing nothing. If a staged file cannot
+// be given its target's mode it exits ExitBulkMode, landing nothing. Its cost in processes
 // does not grow with the number of files. It then preserves modes
 // (PreserveModeShell) and renames the staged files over their targets, one
 // mv per staging directory (so per target directory, in the order they first
@@ -206,7 +212,7 @@ while IFS= read -r sd; do
 	done
 done <"$l"
 if [ "$got" -ne "$n" ]; then echo "stockade: $got of $n staged files delivered" >&2; exit 94; fi
-pm_apply "$m" "$tmp" || { echo "stockade: cannot preserve modes" >&2; }
+pm_apply "$m" "$tmp" || { echo "stockade: cannot preserve modes" >&2; exit 96; }
 landed() {
 	i=0
 	while IFS= read -r t; do
