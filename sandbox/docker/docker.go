@@ -460,10 +460,28 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 		}
 		return nil, fmt.Errorf("docker: session %s: %w: %s", r.spec.SessionID, sandbox.ErrSpecMismatch, strings.Join(diffs, "; "))
 	}
-	b := p.box(c.ID, name, r.spec.SessionID, r.workdir, r.uid)
+	// Commands run as the container's user, whatever uid this spec asks
+	// (the uid is not part of what must match), as with Attach.
+	uid, err := parseUID(c.Config.User)
+	if err != nil {
+		return nil, fmt.Errorf("docker: session %s: %w", r.spec.SessionID, err)
+	}
+	b := p.box(c.ID, name, r.spec.SessionID, r.workdir, uid)
 	// Start (a no-op when running) and make sure the roots are ready: the
 	// Provision that created the container may still be preparing them.
 	return b, b.start(ctx)
+}
+
+// parseUID returns the uid of a container's "uid:gid" (or "uid") user, as
+// resolve writes it. Anything else, root included, is an error: commands
+// never run as a user guessed for them.
+func parseUID(user string) (int64, error) {
+	u, _, _ := strings.Cut(user, ":")
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("container user %q is not a non-root numeric uid", user)
+	}
+	return n, nil
 }
 
 // Attach implements sandbox.Provider.
@@ -478,11 +496,9 @@ func (p *Provider) Attach(ctx context.Context, sessionID domain.ID) (sandbox.San
 	if !c.State.Running {
 		return nil, fmt.Errorf("docker: session %s: sandbox is %s: %w", sessionID, c.State.Status, sandbox.ErrNotFound)
 	}
-	uid := int64(65534)
-	if u, _, _ := strings.Cut(c.Config.User, ":"); u != "" {
-		if n, err := strconv.ParseInt(u, 10, 64); err == nil {
-			uid = n
-		}
+	uid, err := parseUID(c.Config.User)
+	if err != nil {
+		return nil, fmt.Errorf("docker: session %s: %w", sessionID, err)
 	}
 	return p.box(c.ID, strings.TrimPrefix(c.Name, "/"), sessionID, c.Config.WorkingDir, uid), nil
 }
