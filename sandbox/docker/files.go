@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -257,18 +258,27 @@ func (b *box) discard(ctx context.Context, bw *sandbox.BulkWrite) {
 
 // put uploads the tar that write produces into dir, with every member owned
 // by the sandbox user. (The engine's copyUIDGID would look the user up in
-// the image's passwd file, which need not know it.) The tar is streamed.
+// the image's passwd file, which need not know it.) The tar is streamed
+// through two goroutines, write and chown; put returns only after both have
+// ended, on every path, since write reads the caller's buffers.
 func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error) error {
 	pr, pw := io.Pipe()
+	src, srcw := io.Pipe()
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		src, srcw := io.Pipe()
-		go func() { srcw.CloseWithError(write(srcw)) }()
+		defer wg.Done()
+		srcw.CloseWithError(write(srcw))
+	}()
+	go func() {
+		defer wg.Done()
 		err := chown(pw, src, int(b.uid), int(b.uid))
-		src.CloseWithError(io.ErrClosedPipe)
+		src.CloseWithError(io.ErrClosedPipe) // write's next Write fails
 		pw.CloseWithError(err)
 	}()
 	err := b.p.eng.ArchivePut(ctx, b.id, dir, pr, dockerapi.PutOptions{NoOverwriteDirNonDir: true})
-	pr.CloseWithError(io.ErrClosedPipe)
+	pr.CloseWithError(io.ErrClosedPipe) // chown's next Write fails
+	wg.Wait()
 	return err
 }
 
