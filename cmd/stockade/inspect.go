@@ -68,7 +68,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		proxy        = fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy)
 		worktree     = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
 		timeout      = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together)")
-		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock; default $XDG_CACHE_HOME/stockade")
+		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
 		lockTimeout  = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory")
 		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
 		verbose      = fs.Bool("v", false, "log debug detail to stderr")

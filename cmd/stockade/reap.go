@@ -44,16 +44,16 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []s
 			fmt.Fprintln(env.stderr, "usage: stockade reap [flags]\nRun 'stockade help reap' for details.")
 			return exitUnsupported
 		}
-		dir := *dataDir
+		dir, prepare := *dataDir, toolchain.PrepareDataDir
 		if dir == "" {
 			d, err := validate.DefaultDataDir()
 			if err != nil {
 				fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
 				return exitFailure
 			}
-			dir = d
+			dir, prepare = d, toolchain.PrepareDefaultDataDir
 		}
-		dir, err := toolchain.PrepareDataDir(dir)
+		dir, err := prepare(dir)
 		if err != nil {
 			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
 			return exitFailure

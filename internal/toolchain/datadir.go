@@ -29,6 +29,17 @@ const (
 	RunDirMode = 0o711
 	// LockFile is the name of the lock file in the data directory.
 	LockFile = "lock"
+	// MarkerFile marks a directory as a Stockade data directory. It is
+	// written when Stockade creates (or adopts an empty) data directory;
+	// a non-empty directory without it is never used, so a mistaken
+	// -data-dir (the home directory) is refused rather than tightened,
+	// truncated and pruned.
+	MarkerFile = ".stockade-data-dir"
+	// markerContent is what MarkerFile holds, for a person who finds it.
+	markerContent = "This directory is a Stockade data directory: caches, snapshots and the lock of its runs.\n"
+	// runPrefix names each run's directory in the data directory:
+	// run-<random>.
+	runPrefix = "run"
 	// lockPoll is how often a waiting run retries the lock.
 	lockPoll = 100 * time.Millisecond
 )
@@ -40,6 +51,23 @@ var ErrLocked = errors.New("toolchain: data directory is locked by another run")
 // ErrDataDir reports a data directory that is unsafe to use (not a
 // directory, or not owned by the current user).
 var ErrDataDir = errors.New("toolchain: unusable data directory")
+
+// ErrNotDataDir reports a non-empty directory without MarkerFile: not made
+// by Stockade, so nothing in it is touched. It also matches ErrDataDir.
+var ErrNotDataDir = errors.New("toolchain: not a Stockade data directory (no marker, not empty)")
+
+// notDataDir is the error of a directory PrepareDataDir will not use.
+type notDataDir struct {
+	dir   string
+	entry string // one entry that is not Stockade's, for the message
+}
+
+func (e *notDataDir) Error() string {
+	return fmt.Sprintf("%v: %s holds %q and no %s; give an empty or new directory", ErrNotDataDir, e.dir, e.entry, MarkerFile)
+}
+
+// Is matches ErrNotDataDir and ErrDataDir.
+func (e *notDataDir) Is(target error) bool { return target == ErrNotDataDir || target == ErrDataDir }
 
 // LockedError names the directory and what the lock file says of its holder.
 type LockedError struct {
@@ -64,10 +92,21 @@ func DataDirID(dir string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// PrepareDataDir creates dir with mode 0700 (parents 0700 too) or checks
-// that an existing one is a directory owned by the current user and sets
-// its mode to 0700. It returns the absolute path with symlinks resolved.
-func PrepareDataDir(dir string) (string, error) {
+// PrepareDataDir returns dir ready for a run: absolute, symlinks
+// resolved, mode 0700, marked with MarkerFile. A missing dir is created
+// (parents 0700 too) and marked; an existing one must be a directory owned
+// by the current user and either carry the marker or be empty (then it is
+// marked). Any other directory is refused with an error matching
+// ErrNotDataDir before anything in it, or its mode, is changed.
+func PrepareDataDir(dir string) (string, error) { return prepareDataDir(dir, false) }
+
+// PrepareDefaultDataDir is PrepareDataDir for the default location, which
+// versions of Stockade before the marker made without one: an unmarked
+// directory holding nothing but what Stockade writes there (the lock file,
+// run-* directories, seeds) is adopted and marked too.
+func PrepareDefaultDataDir(dir string) (string, error) { return prepareDataDir(dir, true) }
+
+func prepareDataDir(dir string, legacy bool) (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("%w: no path", ErrDataDir)
 	}
@@ -91,12 +130,92 @@ func PrepareDataDir(dir string) (string, error) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
 		return "", fmt.Errorf("%w: %s belongs to uid %d, not to us (%d)", ErrDataDir, abs, st.Uid, os.Geteuid())
 	}
+	marked, err := isMarked(abs)
+	if err != nil {
+		return "", err
+	}
+	if !marked {
+		if err := checkAdoptable(abs, legacy); err != nil {
+			return "", err
+		}
+	}
 	if fi.Mode().Perm() != DataDirMode {
 		if err := os.Chmod(abs, DataDirMode); err != nil {
 			return "", fmt.Errorf("%w: %v", ErrDataDir, err)
 		}
 	}
+	if !marked {
+		if err := writeMarker(abs); err != nil {
+			return "", err
+		}
+	}
 	return abs, nil
+}
+
+// isMarked reports whether dir holds MarkerFile as a regular file.
+func isMarked(dir string) (bool, error) {
+	fi, err := os.Lstat(filepath.Join(dir, MarkerFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%w: %v", ErrDataDir, err)
+	case !fi.Mode().IsRegular():
+		return false, &notDataDir{dir: dir, entry: MarkerFile + " (not a regular file)"}
+	}
+	return true, nil
+}
+
+// checkAdoptable refuses an unmarked directory unless it is empty, or, with
+// legacy, holds only what earlier versions of Stockade wrote.
+func checkAdoptable(dir string, legacy bool) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	for _, e := range ents {
+		if legacy && stockadeEntry(e) {
+			continue
+		}
+		return &notDataDir{dir: dir, entry: e.Name()}
+	}
+	return nil
+}
+
+// stockadeEntry reports whether e is something Stockade writes into a data
+// directory: the lock file, a run directory, the seeds directory.
+func stockadeEntry(e fs.DirEntry) bool {
+	switch {
+	case e.Name() == LockFile:
+		return e.Type().IsRegular()
+	case e.Name() == "seeds":
+		return e.IsDir()
+	case strings.HasPrefix(e.Name(), runPrefix+"-"):
+		return e.IsDir()
+	}
+	return false
+}
+
+// writeMarker creates dir's MarkerFile; a marker that appeared meanwhile
+// (a concurrent run) is fine.
+func writeMarker(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, MarkerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		if ok, err := isMarked(dir); ok || err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: marking %s: %v", ErrDataDir, dir, err)
+	}
+	_, err = f.WriteString(markerContent)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: marking %s: %v", ErrDataDir, dir, err)
+	}
+	return nil
 }
 
 // Lock is an exclusive lock on a data directory, held by an open file

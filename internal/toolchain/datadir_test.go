@@ -3,6 +3,7 @@ package toolchain
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,10 +14,10 @@ import (
 )
 
 func TestPrepareDataDir_OwnerOnly(t *testing.T) {
-	base := t.TempDir()
-	for _, dir := range []string{filepath.Join(base, "new", "data"), base} {
-		if dir == base {
-			os.Chmod(base, 0o755) // an existing, too open directory is tightened
+	base, existing := t.TempDir(), t.TempDir()
+	for _, dir := range []string{filepath.Join(base, "new", "data"), existing} {
+		if dir == existing {
+			os.Chmod(existing, 0o755) // an existing, empty, too open directory is tightened
 		}
 		got, err := PrepareDataDir(dir)
 		if err != nil {
@@ -34,6 +35,89 @@ func TestPrepareDataDir_OwnerOnly(t *testing.T) {
 	os.WriteFile(f, nil, 0o600)
 	if _, err := PrepareDataDir(f); !errors.Is(err, ErrDataDir) {
 		t.Errorf("PrepareDataDir(file) = %v; want ErrDataDir", err)
+	}
+}
+
+// TestPrepareDataDir_RefusesUnmarked: a non-empty directory without the
+// marker (a mistaken -data-dir such as the home directory) is refused
+// before anything in it changes: not its mode, not a file named lock, not
+// a run-* directory. Open refuses it the same way.
+func TestPrepareDataDir_RefusesUnmarked(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	write(t, filepath.Join(dir, LockFile), "the user's lock file\n", 0o644)
+	write(t, filepath.Join(dir, "run-x", "notes"), "the user's notes\n", 0o644)
+	unchanged := func(what string) {
+		t.Helper()
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: mode %v (%v); want 0755 unchanged", what, fi.Mode().Perm(), err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, LockFile)); string(b) != "the user's lock file\n" {
+			t.Errorf("%s: lock now %q (%v)", what, b, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "run-x", "notes")); string(b) != "the user's notes\n" {
+			t.Errorf("%s: run-x/notes now %q (%v)", what, b, err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, MarkerFile)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: marked the directory (%v)", what, err)
+		}
+	}
+	_, err := PrepareDataDir(dir)
+	if !errors.Is(err, ErrNotDataDir) || !errors.Is(err, ErrDataDir) {
+		t.Fatalf("PrepareDataDir(unmarked, non-empty) = %v; want ErrNotDataDir", err)
+	}
+	unchanged("PrepareDataDir")
+	if _, err := Open(context.Background(), nil, Options{DataDir: dir, Config: Config{Image: "sha256:img"}}); !errors.Is(err, ErrNotDataDir) {
+		t.Fatalf("Open(unmarked, non-empty) = %v; want ErrNotDataDir", err)
+	}
+	unchanged("Open")
+	// A marker that is not a regular file does not mark.
+	if err := os.Symlink("/etc/hostname", filepath.Join(dir, MarkerFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PrepareDataDir(dir); !errors.Is(err, ErrNotDataDir) {
+		t.Errorf("PrepareDataDir(symlinked marker) = %v; want ErrNotDataDir", err)
+	}
+}
+
+// TestPrepareDataDir_Marker: a new or empty directory is marked and then
+// used as it is; the default location also adopts what an earlier version
+// left there without a marker, and nothing else.
+func TestPrepareDataDir_Marker(t *testing.T) {
+	for _, dir := range []string{filepath.Join(t.TempDir(), "new"), t.TempDir()} {
+		got, err := PrepareDataDir(dir)
+		if err != nil {
+			t.Fatalf("PrepareDataDir(%s) = %v", dir, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(got, MarkerFile)); err != nil || len(b) == 0 {
+			t.Errorf("%s not marked: %q %v", dir, b, err)
+		}
+		write(t, filepath.Join(got, LockFile), "", 0o600)
+		write(t, filepath.Join(got, "run-abc", "f"), "", 0o600)
+		if _, err := PrepareDataDir(got); err != nil {
+			t.Errorf("PrepareDataDir(marked, in use) = %v", err)
+		}
+	}
+
+	legacy := t.TempDir()
+	write(t, filepath.Join(legacy, LockFile), "", 0o600)
+	write(t, filepath.Join(legacy, "run-abc", "f"), "", 0o600)
+	write(t, filepath.Join(legacy, "seeds", "k", "seed.json"), "{}", 0o600)
+	if _, err := PrepareDataDir(legacy); !errors.Is(err, ErrNotDataDir) {
+		t.Errorf("PrepareDataDir(earlier version's directory) = %v; want ErrNotDataDir outside the default location", err)
+	}
+	if _, err := PrepareDefaultDataDir(legacy); err != nil {
+		t.Errorf("PrepareDefaultDataDir(earlier version's directory) = %v", err)
+	}
+	if _, err := PrepareDataDir(legacy); err != nil {
+		t.Errorf("PrepareDataDir(adopted) = %v; want it marked now", err)
+	}
+	other := t.TempDir()
+	write(t, filepath.Join(other, LockFile), "", 0o600)
+	write(t, filepath.Join(other, "notes.txt"), "", 0o600)
+	if _, err := PrepareDefaultDataDir(other); !errors.Is(err, ErrNotDataDir) {
+		t.Errorf("PrepareDefaultDataDir(with a file of the user's) = %v; want ErrNotDataDir", err)
 	}
 }
 

@@ -698,8 +698,8 @@ func TestClose_RemovesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	ents, _ := os.ReadDir(r.DataDir())
-	if len(ents) != 1 || ents[0].Name() != LockFile {
-		t.Errorf("data dir after Close: %v; want only the lock file", ents)
+	if len(ents) != 2 || ents[0].Name() != MarkerFile || ents[1].Name() != LockFile {
+		t.Errorf("data dir after Close: %v; want only the marker and the lock file", ents)
 	}
 }
 

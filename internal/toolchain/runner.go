@@ -49,9 +49,13 @@ type Engine interface {
 
 // Options configure Open.
 type Options struct {
-	// DataDir is the data directory: created owner-only (0700) if missing.
-	// Required.
+	// DataDir is the data directory: created owner-only (0700) and marked
+	// if missing or empty; an existing one must carry the marker
+	// (PrepareDataDir). Required.
 	DataDir string
+	// DefaultDataDir says DataDir is the default location, which earlier
+	// versions made without a marker (PrepareDefaultDataDir).
+	DefaultDataDir bool
 	// Owner labels the run's containers; empty means DefaultOwner. Tests
 	// use unique owners and data directories.
 	Owner string
@@ -140,7 +144,11 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	dir, err := PrepareDataDir(o.DataDir)
+	prepare := PrepareDataDir
+	if o.DefaultDataDir {
+		prepare = PrepareDefaultDataDir
+	}
+	dir, err := prepare(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +180,7 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	// The run directory is searchable (not listable) by the container user,
 	// so the probe can reach its marker; the 0700 data directory above it
 	// keeps other host users out.
-	if r.runDir, err = mkdirFresh(dir, "run", RunDirMode); err != nil {
+	if r.runDir, err = mkdirFresh(dir, runPrefix, RunDirMode); err != nil {
 		return fail(err)
 	}
 	if r.modCache, err = r.mkdir("modcache", kindModCache); err != nil {
@@ -426,7 +434,7 @@ func (r *Runner) removeStaleRuns(ctx context.Context) error {
 		return fmt.Errorf("toolchain: %w", err)
 	}
 	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "run-") {
+		if e.IsDir() && strings.HasPrefix(e.Name(), runPrefix+"-") {
 			if err := r.removeAll(ctx, filepath.Join(r.dataDir, e.Name())); err != nil {
 				return err
 			}

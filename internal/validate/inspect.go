@@ -56,7 +56,8 @@ type InspectOptions struct {
 	// zero means DefaultTimeout.
 	Timeout time.Duration
 	// DataDir holds caches, snapshots and the lock; empty means
-	// DefaultDataDir().
+	// DefaultDataDir(). A directory given here must be new, empty or
+	// already marked as Stockade's (toolchain.PrepareDataDir).
 	DataDir string
 	// LockTimeout is how long to wait for another run on DataDir; zero
 	// refuses at once.
@@ -202,8 +203,8 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("lock")
-	dataDir := o.DataDir
-	if dataDir == "" {
+	dataDir, defaultDir := o.DataDir, o.DataDir == ""
+	if defaultDir {
 		if dataDir, err = DefaultDataDir(); err != nil {
 			return nil, err
 		}
@@ -213,12 +214,13 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		timeout = DefaultTimeout
 	}
 	r, err := toolchain.Open(ctx, eng, toolchain.Options{
-		DataDir:     dataDir,
-		Owner:       o.Owner,
-		Config:      toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
-		LockTimeout: o.LockTimeout,
-		OnLockWait:  o.OnLockWait,
-		Logger:      log,
+		DataDir:        dataDir,
+		DefaultDataDir: defaultDir,
+		Owner:          o.Owner,
+		Config:         toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
+		LockTimeout:    o.LockTimeout,
+		OnLockWait:     o.OnLockWait,
+		Logger:         log,
 	})
 	if err != nil {
 		return nil, err

@@ -124,7 +124,8 @@ const seedTimeout = 30 * time.Minute
 // own budget, so no fixture's timeout has to cover it. It picks the image
 // as inspect does for the fixtures' go 1.24.
 func prepareSeed(ctx context.Context, eng *dockerapi.Client, dataDir string) error {
-	dir, err := toolchain.PrepareDataDir(dataDir)
+	// The shared directory may predate the data directory's marker.
+	dir, err := toolchain.PrepareDefaultDataDir(dataDir)
 	if err != nil {
 		return err
 	}
