@@ -499,7 +499,7 @@ func checkJob(cfg Config, j Job) error {
 			return weak(jobErr(f.name, "%s is also %s", f.p, prev))
 		}
 		for q, prev := range seen {
-			if within(f.p, q) || within(q, f.p) {
+			if within(q, f.p) || within(f.p, q) {
 				return weak(jobErr(f.name, "%s overlaps %s (%s)", f.p, prev, q))
 			}
 		}
@@ -517,12 +517,12 @@ func checkJob(cfg Config, j Job) error {
 			return jobErr("ReadOnly", "%q -> %q: not absolute clean paths", m.Source, m.Target)
 		}
 		for _, r := range reserved {
-			if within(m.Target, r) || within(r, m.Target) {
+			if within(r, m.Target) || within(m.Target, r) {
 				return weak(jobErr("ReadOnly", "%s overlaps the profile's %s", m.Target, r))
 			}
 		}
 		for q, prev := range seen {
-			if within(m.Source, q) || within(q, m.Source) {
+			if within(q, m.Source) || within(m.Source, q) {
 				return weak(jobErr("ReadOnly", "%s overlaps %s (%s)", m.Source, prev, q))
 			}
 		}
@@ -742,7 +742,11 @@ func cleanAbs(p string) bool {
 	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsRune(p, 0) && p != "/"
 }
 
-// within reports whether p is inside dir (or is dir).
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/")
+// within reports whether p is root or below it. Its arguments are in the
+// order of sandbox's within: the directory first.
+func within(root, p string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
 }

@@ -371,3 +371,22 @@ func TestNewSpec_ModuleCommandsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestWithin pins within's argument order, the directory first, as in
+// sandbox.
+func TestWithin(t *testing.T) {
+	for _, tt := range []struct {
+		root, p string
+		want    bool
+	}{
+		{"/d", "/d", true},
+		{"/d", "/d/x", true},
+		{"/d", "/dx", false},
+		{"/d/x", "/d", false},
+		{"/", "/anything", true},
+	} {
+		if got := within(tt.root, tt.p); got != tt.want {
+			t.Errorf("within(%q, %q) = %v; want %v", tt.root, tt.p, got, tt.want)
+		}
+	}
+}
