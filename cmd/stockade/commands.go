@@ -8,6 +8,9 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/toolchain"
 )
 
 // Exit codes, documented in the manual.
@@ -24,8 +27,10 @@ type command struct {
 	name    string
 	summary string
 	usage   string // the manual: synopsis, flags are appended, then examples
-	// run parses args with fs (already holding the command's flags) and runs.
-	flags func(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int
+	// flags adds the command's flags to fs and returns the function that
+	// runs it on the remaining arguments. Its error decides the exit code
+	// (exitCode): nil is success.
+	flags func(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error
 }
 
 // cmdEnv is what a command may touch: no os.Stdout, os.Args or os.Exit.
@@ -42,43 +47,124 @@ func register(c *command) {
 	commands[c.name] = c
 }
 
-// usageError reports a bad invocation; it exits with exitUnsupported like the
-// go command's usage errors.
-type usageError struct{ msg string }
+// usageError reports a bad invocation: exit 2, like the go command's usage
+// errors, with a pointer to the command's manual.
+type usageError struct {
+	cmd string // the command, such as "inspect"; "" for stockade itself
+	msg string
+}
 
 func (e *usageError) Error() string { return e.msg }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	env := &cmdEnv{stdout: stdout, stderr: stderr}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				fs := newFlagSet(c, stdout)
-				c.flags(fs)
-				fs.Usage()
-				return exitOK
-			}
-		}
-		printHelp(stdout)
-		if len(args) == 0 {
-			return exitUnsupported
-		}
+// usagef returns a *usageError of command cmd.
+func usagef(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// exitError ends a command with an exit code other than 0 and 1: a report
+// whose verdict has its own code, or a refusal. A nil err prints nothing
+// (the report said it all).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode is the one place a command's error becomes an exit code: nil is
+// exitOK, a usage error or a refused input exitUnsupported, an *exitError
+// its code, anything else Stockade's own failure.
+func exitCode(err error) int {
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case err == nil:
 		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return exitUnsupported
+	case errors.Is(err, image.ErrInvalidTag), errors.Is(err, image.ErrNothingToBuild), errors.Is(err, toolchain.ErrNotDataDir):
+		// What the user asked for cannot be done: the input is wrong,
+		// not Stockade.
+		return exitUnsupported
+	}
+	return exitFailure
+}
+
+// printErr prints err for the user: a usage error with a pointer to the
+// manual, anything else prefixed with the command's name.
+func printErr(w io.Writer, name string, err error) {
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ue):
+		fmt.Fprintln(w, ue.msg)
+		if ue.cmd != "" {
+			fmt.Fprintf(w, "Run 'stockade help %s' for usage.\n", ue.cmd)
+		} else {
+			fmt.Fprintln(w, "Run 'stockade help' for usage.")
+		}
+	case errors.As(err, &ee) && ee.err == nil:
+	default:
+		fmt.Fprintf(w, "%s: %v\n", name, err)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	name, err := dispatch(ctx, args, &cmdEnv{stdout: stdout, stderr: stderr})
+	printErr(stderr, name, err)
+	return exitCode(err)
+}
+
+// dispatch runs the command args name; it returns the name errors are
+// prefixed with and the command's error.
+func dispatch(ctx context.Context, args []string, env *cmdEnv) (string, error) {
+	if len(args) == 0 {
+		printHelp(env.stdout)
+		return "stockade", &exitError{code: exitUnsupported}
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		switch len(args) {
+		case 1:
+			printHelp(env.stdout)
+			return "stockade", nil
+		case 2:
+			c, ok := commands[args[1]]
+			if !ok {
+				return "stockade help", usagef("", "stockade help: unknown command %q", args[1])
+			}
+			fs := newFlagSet(c, env.stdout)
+			c.flags(fs)
+			fs.Usage()
+			return "stockade help", nil
+		}
+		return "stockade help", usagef("", "usage: stockade help [command]")
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "stockade: unknown command %q\nRun 'stockade help' for usage.\n", args[0])
-		return exitUnsupported
+		return "stockade", usagef("", "stockade: unknown command %q", args[0])
 	}
-	fs := newFlagSet(c, stderr)
+	name := "stockade " + c.name
+	fs := newFlagSet(c, env.stderr)
 	runFn := c.flags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return name, nil
 		}
-		return exitUnsupported
+		// The flag package printed the problem and the manual.
+		return name, &exitError{code: exitUnsupported}
 	}
-	return runFn(ctx, env, fs.Args())
+	return name, runFn(ctx, env, fs.Args())
 }
 
 func newFlagSet(c *command, out io.Writer) *flag.FlagSet {

@@ -70,7 +70,7 @@ type imageOpts struct {
 	json, verbose        bool
 }
 
-func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int {
+func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
 	var o imageOpts
 	fs.StringVar(&o.goroot, "goroot", "", "Go toolchain `DIR` to copy (default: go env GOROOT)")
 	fs.StringVar(&o.busybox, "busybox", "", "static busybox `PATH` (default: "+image.DefaultBusybox+" when it is static)")
@@ -81,22 +81,20 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 	fs.StringVar(&o.tag, "tag", "", "tag the image `NAME:TAG` (default: stockade/go:<version>-local)")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "log progress to standard error")
-	return func(ctx context.Context, env *cmdEnv, args []string) int {
+	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if len(args) == 0 {
-			fmt.Fprintln(env.stderr, "stockade image: want a subcommand: build or list\nRun 'stockade help image' for usage.")
-			return exitUnsupported
+			return usagef("image", "stockade image: want a subcommand: build or list")
 		}
 		sub := args[0]
 		// Flags may follow the subcommand; the same set parses them.
 		if err := fs.Parse(args[1:]); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
+				return nil
 			}
-			return exitUnsupported
+			return &exitError{code: exitUnsupported} // the flag package said why
 		}
 		if fs.NArg() > 0 {
-			fmt.Fprintf(env.stderr, "stockade image %s: unexpected arguments %q\n", sub, fs.Args())
-			return exitUnsupported
+			return usagef("image", "stockade image %s: unexpected arguments %q", sub, fs.Args())
 		}
 		switch sub {
 		case "build":
@@ -109,13 +107,11 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 				}
 			})
 			if len(bad) > 0 {
-				fmt.Fprintf(env.stderr, "stockade image list: %s apply to build only\n", strings.Join(bad, ", "))
-				return exitUnsupported
+				return usagef("image", "stockade image list: %s apply to build only", strings.Join(bad, ", "))
 			}
 			return imageList(ctx, env, o)
 		default:
-			fmt.Fprintf(env.stderr, "stockade image: unknown subcommand %q: want build or list\n", sub)
-			return exitUnsupported
+			return usagef("image", "stockade image: unknown subcommand %q: want build or list", sub)
 		}
 	}
 }
@@ -135,23 +131,19 @@ type buildOutput struct {
 	Seconds   float64  `json:"seconds"`
 }
 
-func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
+func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	if o.base && o.goroot != "" {
-		fmt.Fprintln(env.stderr, "stockade image build: -goroot and -base exclude each other")
-		return exitUnsupported
+		return usagef("image", "stockade image build: -goroot and -base exclude each other")
 	}
 	if o.noBusybox && o.busybox != "" {
-		fmt.Fprintln(env.stderr, "stockade image build: -busybox and -no-busybox exclude each other")
-		return exitUnsupported
+		return usagef("image", "stockade image build: -busybox and -no-busybox exclude each other")
 	}
 	if o.noCABundle && o.caBundle != "" {
-		fmt.Fprintln(env.stderr, "stockade image build: -ca-bundle and -no-ca-bundle exclude each other")
-		return exitUnsupported
+		return usagef("image", "stockade image build: -ca-bundle and -no-ca-bundle exclude each other")
 	}
 	c, err := dockerapi.New("")
 	if err != nil {
-		fmt.Fprintf(env.stderr, "stockade image build: %v\n", err)
-		return exitFailure
+		return err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
@@ -163,11 +155,7 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
 	start := time.Now()
 	r, err := image.Build(ctx, c, opts)
 	if err != nil {
-		fmt.Fprintf(env.stderr, "stockade image build: %v\n", err)
-		if errors.Is(err, image.ErrInvalidTag) || errors.Is(err, image.ErrNothingToBuild) {
-			return exitUnsupported
-		}
-		return exitFailure
+		return err
 	}
 	dur := time.Since(start)
 	if o.json {
@@ -203,7 +191,7 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) int {
 		fmt.Fprintf(tw, "loaded\tno, the engine had it (%.1fs)\n", dur.Seconds())
 	}
 	tw.Flush()
-	return exitOK
+	return nil
 }
 
 // listOutput is the -json form of one listed image.
@@ -216,24 +204,21 @@ type listOutput struct {
 	Pinned    string   `json:"pinned,omitempty"`
 }
 
-func imageList(ctx context.Context, env *cmdEnv, o imageOpts) int {
+func imageList(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	c, err := dockerapi.New("")
 	if err != nil {
-		fmt.Fprintf(env.stderr, "stockade image list: %v\n", err)
-		return exitFailure
+		return err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, imageListTimeout)
 	defer cancel()
 	infos, err := image.List(ctx, c)
 	if err != nil {
-		fmt.Fprintf(env.stderr, "stockade image list: %v\n", err)
-		return exitFailure
+		return err
 	}
 	pinned, err := image.ListPinned(ctx, c, imagetable.Default())
 	if err != nil {
-		fmt.Fprintf(env.stderr, "stockade image list: %v\n", err)
-		return exitFailure
+		return err
 	}
 	infos = append(infos, pinned...)
 	if o.json {
@@ -261,17 +246,16 @@ func imageList(ctx context.Context, env *cmdEnv, o imageOpts) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", imageShortID(in.ID), tags, gov, imageBytes(in.Size), from)
 	}
 	tw.Flush()
-	return exitOK
+	return nil
 }
 
-func imageWriteJSON(env *cmdEnv, v any) int {
+func imageWriteJSON(env *cmdEnv, v any) error {
 	enc := json.NewEncoder(env.stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(env.stderr, "stockade image: %v\n", err)
-		return exitFailure
+		return err
 	}
-	return exitOK
+	return nil
 }
 
 // imageShortID keeps "sha256:" and 12 hex digits, as docker images does.

@@ -61,7 +61,7 @@ Examples:
 	})
 }
 
-func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int {
+func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
 	var (
 		asJSON       = fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report")
 		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy")
@@ -73,30 +73,28 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
 		verbose      = fs.Bool("v", false, "log debug detail to stderr")
 	)
-	return func(ctx context.Context, env *cmdEnv, args []string) int {
+	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if len(args) != 1 {
-			fmt.Fprintln(env.stderr, "usage: stockade inspect [flags] DIR\nRun 'stockade help inspect' for details.")
-			return exitUnsupported
+			return usagef("inspect", "usage: stockade inspect [flags] DIR")
 		}
 		if *fixtureProxy != "" && *proxy != "" {
-			fmt.Fprintln(env.stderr, "stockade inspect: -fixture-proxy and -proxy cannot be used together")
-			return exitUnsupported
+			return usagef("inspect", "stockade inspect: -fixture-proxy and -proxy cannot be used together")
 		}
 		if *timeout <= 0 || *lockTimeout < 0 {
-			fmt.Fprintln(env.stderr, "stockade inspect: -timeout must be positive and -lock-timeout not negative")
-			return exitUnsupported
+			return usagef("inspect", "stockade inspect: -timeout must be positive and -lock-timeout not negative")
 		}
 		dir, err := filepath.Abs(args[0])
 		if err != nil {
-			fmt.Fprintf(env.stderr, "stockade inspect: %v\n", err)
-			return exitFailure
+			return usagef("inspect", "stockade inspect: %v", err)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return usagef("inspect", "stockade inspect: %s is not a directory", args[0])
 		}
 		fp := *fixtureProxy
 		if fp != "" {
 			var cleanup func()
 			if fp, cleanup, err = fixtureProxyDir(fp); err != nil {
-				fmt.Fprintf(env.stderr, "stockade inspect: -fixture-proxy: %v\n", err)
-				return exitFailure
+				return err
 			}
 			defer cleanup()
 		}
@@ -132,8 +130,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		rep, err := inspect(ctx, opts)
 		stopProgress() // erase the line before anything else is printed
 		if err != nil {
-			fmt.Fprintf(env.stderr, "stockade inspect: %v\n", err)
-			return exitFailure
+			return err
 		}
 		if *asJSON {
 			err = report.WriteJSON(env.stdout, rep)
@@ -141,10 +138,12 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			err = report.WriteText(env.stdout, rep)
 		}
 		if err != nil {
-			fmt.Fprintf(env.stderr, "stockade inspect: writing the report: %v\n", err)
-			return exitFailure
+			return fmt.Errorf("writing the report: %w", err)
 		}
-		return rep.ExitCode
+		if rep.ExitCode != exitOK {
+			return &exitError{code: rep.ExitCode}
+		}
+		return nil
 	}
 }
 
@@ -173,7 +172,7 @@ func fixtureProxyDir(dir string) (string, func(), error) {
 		return "", nil, err
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return "", nil, fmt.Errorf("%s is not a directory", dir)
+		return "", nil, usagef("inspect", "stockade inspect: -fixture-proxy %s is not a directory", dir)
 	}
 	if _, err := modproxy.Scan(abs); err != nil {
 		return abs, func() {}, nil // not module sources: a proxy already

@@ -34,50 +34,41 @@ Examples:
 	})
 }
 
-func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) int {
+func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
 	var (
 		dataDir     = fs.String("data-dir", "", "`DIR` whose runs' containers to reap; default $XDG_CACHE_HOME/stockade")
 		lockTimeout = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for a run holding the data directory")
 	)
-	return func(ctx context.Context, env *cmdEnv, args []string) int {
+	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if len(args) != 0 {
-			fmt.Fprintln(env.stderr, "usage: stockade reap [flags]\nRun 'stockade help reap' for details.")
-			return exitUnsupported
+			return usagef("reap", "usage: stockade reap [flags]")
 		}
 		dir, prepare := *dataDir, toolchain.PrepareDataDir
 		if dir == "" {
 			d, err := validate.DefaultDataDir()
 			if err != nil {
-				fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
-				return exitFailure
+				return err
 			}
 			dir, prepare = d, toolchain.PrepareDefaultDataDir
 		}
 		dir, err := prepare(dir)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
-			return exitFailure
+			return err
 		}
 		lock, err := toolchain.LockDataDir(ctx, dir, *lockTimeout, "reap", func(holder string) {
 			fmt.Fprintf(env.stderr, "stockade reap: waiting up to %v for the run holding %s (%s)\n", *lockTimeout, dir, holder)
 		})
 		if err != nil {
-			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
-			return exitFailure
+			return err
 		}
 		defer lock.Unlock()
 		eng, err := dockerapi.New("")
 		if err != nil {
-			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
-			return exitFailure
+			return err
 		}
 		defer eng.Close()
 		n, err := toolchain.Reap(ctx, eng, dir)
 		fmt.Fprintf(env.stdout, "reaped %d container(s) of %s\n", n, dir)
-		if err != nil {
-			fmt.Fprintf(env.stderr, "stockade reap: %v\n", err)
-			return exitFailure
-		}
-		return exitOK
+		return err
 	}
 }

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRun_ExitCodes: every command's outcome becomes an exit code in one
+// place; bad invocations are usage errors (2) with a pointer to the manual.
+func TestRun_ExitCodes(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string // a part of stderr; "" wants it empty
+		stdout string // a part of stdout; "" wants it empty
+	}{
+		{"no arguments", nil, exitUnsupported, "", "Usage:"},
+		{"help", []string{"help"}, exitOK, "", "Usage:"},
+		{"help inspect", []string{"help", "inspect"}, exitOK, "", "usage: stockade inspect"},
+		{"help nosuch", []string{"help", "nosuch"}, exitUnsupported, `unknown command "nosuch"`, ""},
+		{"help with two topics", []string{"help", "inspect", "reap"}, exitUnsupported, "usage: stockade help", ""},
+		{"unknown command", []string{"nosuch"}, exitUnsupported, `unknown command "nosuch"`, ""},
+		{"inspect -h", []string{"inspect", "-h"}, exitOK, "usage: stockade inspect", ""},
+		{"inspect a missing directory", []string{"inspect", "/nonexistent"}, exitUnsupported, "Run 'stockade help inspect'", ""},
+		{"inspect a file", []string{"inspect", file}, exitUnsupported, "not a directory", ""},
+		{"inspect with a missing fixture proxy", []string{"inspect", "-fixture-proxy", "/nonexistent", t.TempDir()}, exitUnsupported, "-fixture-proxy", ""},
+		{"reap with arguments", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, &stdout, &stderr); code != tc.code {
+				t.Errorf("stockade %q = exit %d; want %d\nstderr: %s", tc.args, code, tc.code, stderr.String())
+			}
+			for _, c := range []struct {
+				name      string
+				got, want string
+			}{{"stderr", stderr.String(), tc.stderr}, {"stdout", stdout.String(), tc.stdout}} {
+				if c.want == "" && c.got != "" || !strings.Contains(c.got, c.want) {
+					t.Errorf("%s = %q; want %q", c.name, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestExitCode pins the one mapping from a command's error to its exit
+// code.
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{errors.New("engine down"), exitFailure},
+		{usagef("inspect", "bad"), exitUnsupported},
+		{fmt.Errorf("wrapped: %w", usagef("inspect", "bad")), exitUnsupported},
+		{&exitError{code: exitFindings}, exitFindings},
+		{fmt.Errorf("wrapped: %w", &exitError{code: 4}), 4},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d; want %d", tc.err, got, tc.want)
+		}
+	}
+}
