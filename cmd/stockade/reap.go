@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -19,12 +21,14 @@ func init() {
 Reap force-removes every toolchain container that a run on the data
 directory left behind, as inspect does before it starts: containers labelled
 as Stockade's toolchain containers for that data directory, whatever run
-made them. It takes the data directory's lock first, so a live run's
-containers are never among them; it waits -lock-timeout for a live run to
-finish. Nothing else in the engine is touched: no other container, image,
-volume or network.
+made them. Then it removes the run directories (run-*) crashed runs left in
+the data directory. It takes the data directory's lock first, so a live
+run's containers and directories are never among them; it waits
+-lock-timeout for a live run to finish. Nothing else is touched: no other
+container, image, volume or network, and nothing in a directory that does
+not carry Stockade's data directory marker.
 
-It prints how many containers it removed.
+It prints how many containers and run directories it removed.
 
 Examples:
 
@@ -69,6 +73,27 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []s
 		defer eng.Close()
 		n, err := toolchain.Reap(ctx, eng, dir)
 		fmt.Fprintf(env.stdout, "reaped %d container(s) of %s\n", n, dir)
+		if err != nil {
+			return err
+		}
+		runs, err := toolchain.ReapRuns(ctx, eng, lock, cleanupImage(ctx, eng))
+		fmt.Fprintf(env.stdout, "removed %d run directory(ies) of %s\n", runs, dir)
 		return err
 	}
+}
+
+// cleanupImage returns an image to remove, through a container, what the
+// container user left in a run directory and the host user cannot remove:
+// one Stockade built, else a pinned toolchain image the engine has; "" when
+// there is none (then only the host removes).
+func cleanupImage(ctx context.Context, eng *dockerapi.Client) string {
+	ctx, cancel := context.WithTimeout(ctx, imageListTimeout)
+	defer cancel()
+	if infos, err := image.List(ctx, eng); err == nil && len(infos) > 0 {
+		return infos[0].ID
+	}
+	if infos, err := image.ListPinned(ctx, eng, imagetable.Default()); err == nil && len(infos) > 0 {
+		return infos[0].ID
+	}
+	return ""
 }

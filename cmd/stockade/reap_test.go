@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +18,9 @@ import (
 )
 
 // TestReap_RemovesOrphansOfItsDataDirOnly leaves two toolchain containers
-// behind, as a crashed run would, one for the data directory reaped and one
-// for another: stockade reap removes the first and not the second.
+// and two run directories behind, as a crashed run would, one of each for
+// the data directory reaped and one for another: stockade reap removes the
+// first and not the second.
 func TestReap_RemovesOrphansOfItsDataDirOnly(t *testing.T) {
 	eng := enginetest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -46,6 +49,12 @@ func TestReap_RemovesOrphansOfItsDataDirOnly(t *testing.T) {
 		return id
 	}
 	gone, kept := orphan(mine), orphan(other)
+	// A crashed run also leaves its run directory behind.
+	for _, d := range []string{mine, other} {
+		if err := os.MkdirAll(filepath.Join(d, "run-crashed", "modcache"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	var stdout, stderr bytes.Buffer
 	if code := run(ctx, []string{"reap", "-data-dir", mine}, &stdout, &stderr); code != exitOK {
@@ -59,5 +68,14 @@ func TestReap_RemovesOrphansOfItsDataDirOnly(t *testing.T) {
 	}
 	if _, err := eng.ContainerInspect(ctx, kept); err != nil {
 		t.Errorf("another data directory's container was removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(mine, "run-crashed")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the crashed run's directory is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(other, "run-crashed")); err != nil {
+		t.Errorf("another data directory's run directory was removed: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "removed 1 run directory") {
+		t.Errorf("stockade reap printed %q; want one run directory removed", stdout.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -72,6 +73,34 @@ func reap(ctx context.Context, eng Reaper, dataDirID, runID string) (int, error)
 	return n, errors.Join(errs...)
 }
 
+// ErrNotLocked reports a ReapRuns without the data directory's lock held:
+// a live run's directory could be among those removed.
+var ErrNotLocked = errors.New("toolchain: the data directory's lock is not held")
+
+// ReapRuns removes the run directories (run-*) that crashed runs left in
+// the data directory whose lock is held (lock, from LockDataDir, so no live
+// run uses any of them). The directory must carry the marker
+// (PrepareDataDir); nothing but its run-* directories is touched. What the
+// host user cannot remove (the container user's files, on native Linux
+// as a non-root user) is removed through a container of image; with image
+// empty such a directory is an error. It returns how many it removed.
+func ReapRuns(ctx context.Context, eng Engine, lock *Lock, image string) (int, error) {
+	if lock == nil || lock.f == nil {
+		return 0, ErrNotLocked
+	}
+	dir := lock.dir
+	if ok, err := isMarked(dir); err != nil {
+		return 0, err
+	} else if !ok {
+		return 0, &notDataDir{dir: dir, entry: "(no marker)"}
+	}
+	r := &Runner{
+		eng: eng, dataDir: dir, log: slog.New(slog.DiscardHandler),
+		cfg: Config{Image: image, Owner: DefaultOwner, RunID: "reap-" + container.RandomHex(6), DataDirID: DataDirID(dir)},
+	}
+	return r.removeStaleRuns(ctx)
+}
+
 func hasLabels(have, want map[string]string) bool {
 	for k, v := range want {
 		if have[k] != v {
@@ -89,6 +118,9 @@ func (r *Runner) removeAll(ctx context.Context, dir string) error {
 	err := removeHost(dir)
 	if err == nil {
 		return nil
+	}
+	if r.cfg.Image == "" {
+		return fmt.Errorf("toolchain: remove %s: %w (no image to remove it through a container)", dir, err)
 	}
 	r.log.Info("removing through a container", "dir", dir, "err", err)
 	if cerr := r.removeInContainer(ctx, writableDirs(dir)); cerr != nil {

@@ -174,8 +174,10 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	} else if n > 0 {
 		r.log.Info("reaped orphans", "containers", n)
 	}
-	if err := r.removeStaleRuns(ctx); err != nil {
+	if n, err := r.removeStaleRuns(ctx); err != nil {
 		return fail(err)
+	} else if n > 0 {
+		r.log.Info("removed crashed runs' directories", "dirs", n)
 	}
 	// The run directory is searchable (not listable) by the container user,
 	// so the probe can reach its marker; the 0700 data directory above it
@@ -426,19 +428,24 @@ func (r *Runner) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// removeStaleRuns removes the run directories of crashed runs: with the
-// lock held, no live run uses any.
-func (r *Runner) removeStaleRuns(ctx context.Context) error {
+// removeStaleRuns removes the run directories of crashed runs (ReapRuns)
+// and returns how many: with the lock held, no live run uses any. The
+// run's own directory is made after it.
+func (r *Runner) removeStaleRuns(ctx context.Context) (int, error) {
 	ents, err := os.ReadDir(r.dataDir)
 	if err != nil {
-		return fmt.Errorf("toolchain: %w", err)
+		return 0, fmt.Errorf("toolchain: %w", err)
 	}
+	n := 0
 	for _, e := range ents {
+		// DirEntry's type is Lstat's: a symlink named run-x is not
+		// followed, and is left alone.
 		if e.IsDir() && strings.HasPrefix(e.Name(), runPrefix+"-") {
 			if err := r.removeAll(ctx, filepath.Join(r.dataDir, e.Name())); err != nil {
-				return err
+				return n, err
 			}
+			n++
 		}
 	}
-	return nil
+	return n, nil
 }
