@@ -33,9 +33,12 @@ type Hardening struct {
 	// PidsLimit bounds processes and threads; 0 means DefaultPidsLimit.
 	PidsLimit int64
 	// EphemeralStorageBytes bounds what the sandbox may write to its
-	// writable places, in bytes; 0 means no bound beyond the engine's disk.
-	// Backends that cannot enforce a bound refuse a non-zero value rather
-	// than ignore it.
+	// writable places (WritablePaths) together, in bytes; 0 means
+	// DefaultEphemeralStorageBytes, and a set value is at least
+	// MinEphemeralStorageBytes. A write past the bound fails in the sandbox
+	// with ENOSPC. Backends document how they split it across the places;
+	// one that cannot enforce a bound refuses the Spec rather than ignore
+	// it.
 	EphemeralStorageBytes int64
 	// CapDrop lists the capabilities to drop ("ALL" or names such as
 	// "NET_RAW", with or without "CAP_"); nil means DefaultCapDrop. A list
@@ -171,6 +174,17 @@ func normCap(c string) string {
 	return strings.TrimPrefix(c, "CAP_")
 }
 
+// Bounds of what a sandbox writes, in bytes.
+const (
+	// DefaultEphemeralStorageBytes is the storage bound of a Hardening that
+	// sets none: 512 MiB, half the default memory limit, since the Docker
+	// backend keeps the writable places in memory.
+	DefaultEphemeralStorageBytes = 512 << 20
+	// MinEphemeralStorageBytes is the smallest bound Validate accepts:
+	// 1 MiB, room for the backend's staging of file writes.
+	MinEphemeralStorageBytes = 1 << 20
+)
+
 // MaxCPUMillis is the largest CPUMillis: the most whose nano-CPUs
 // (CPUMillis * 1e6, what engines take) fit in an int64.
 const MaxCPUMillis = math.MaxInt64 / 1_000_000
@@ -216,6 +230,8 @@ func (h Hardening) check(gated bool) error {
 		return fmt.Errorf("PidsLimit %d below the minimum %d", h.PidsLimit, minPidsLimit)
 	case h.EphemeralStorageBytes < 0:
 		return fmt.Errorf("negative EphemeralStorageBytes %d", h.EphemeralStorageBytes)
+	case h.EphemeralStorageBytes > 0 && h.EphemeralStorageBytes < MinEphemeralStorageBytes:
+		return fmt.Errorf("EphemeralStorageBytes %d below the minimum %d", h.EphemeralStorageBytes, MinEphemeralStorageBytes)
 	case h.RunAsUser != nil && *h.RunAsUser == 0:
 		return fmt.Errorf("RunAsUser 0: sandboxes never run as root")
 	case h.RunAsUser != nil && (*h.RunAsUser < 0 || *h.RunAsUser > maxUID):

@@ -21,6 +21,8 @@ func TestHardeningValidateLimits(t *testing.T) {
 		{"tiny memory", Hardening{MemoryBytes: 1}, false},
 		{"tiny pids", Hardening{PidsLimit: 1}, false},
 		{"negative storage", Hardening{EphemeralStorageBytes: -1}, false},
+		{"tiny storage", Hardening{EphemeralStorageBytes: MinEphemeralStorageBytes - 1}, false},
+		{"smallest storage", Hardening{EphemeralStorageBytes: MinEphemeralStorageBytes}, true},
 	} {
 		err := tt.h.Validate(false)
 		if tt.ok && err != nil || !tt.ok && !errors.Is(err, ErrInvalidHardening) {

@@ -63,6 +63,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net/netip"
 	"path"
 	"slices"
 	"sort"
@@ -110,6 +112,11 @@ type Config struct {
 	// session was not provisioned by this process (whose Spec's revoker is
 	// used otherwise); nil means none.
 	GateTokenRevoker sandbox.GateTokenRevoker
+	// SubnetPool is the IPv4 range, in CIDR notation, from which the
+	// owner's network for NetUnrestricted sandboxes takes a /24; empty
+	// means DefaultSubnetPool. Choose a range no network of the host or its
+	// neighbours uses: sandboxes could not reach those.
+	SubnetPool string
 }
 
 // engine is the part of *dockerapi.Client the backend uses.
@@ -131,6 +138,9 @@ type engine interface {
 	VolumeCreate(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error)
 	VolumeRemove(ctx context.Context, name string, force bool) error
 	VolumeList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Volume, error)
+	NetworkCreate(ctx context.Context, n dockerapi.NetworkCreate) (string, error)
+	NetworkList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Network, error)
+	NetworkRemove(ctx context.Context, id string) error
 }
 
 // Provider is the Docker implementation of sandbox.Provider.
@@ -139,6 +149,7 @@ type Provider struct {
 	owner   string
 	log     *slog.Logger
 	revoker sandbox.GateTokenRevoker
+	pool    netip.Prefix // of owners' subnets
 
 	mu       sync.Mutex
 	ncpu     int                                    // engine CPUs; 0 until known
@@ -157,6 +168,10 @@ func New(cfg Config) (*Provider, error) {
 	if len(owner) > 63 || domain.ID(owner).Validate() != nil {
 		return nil, fmt.Errorf("docker: owner %q: want at most 63 bytes of letters, digits, '_', '.', '-'", owner)
 	}
+	pool, err := parsePool(cfg.SubnetPool)
+	if err != nil {
+		return nil, err
+	}
 	c, err := dockerapi.New(cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
@@ -165,7 +180,7 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{eng: c, owner: owner, log: log, revoker: cfg.GateTokenRevoker, revokers: map[domain.ID]sandbox.GateTokenRevoker{}}, nil
+	return &Provider{eng: c, owner: owner, log: log, revoker: cfg.GateTokenRevoker, pool: pool, revokers: map[domain.ID]sandbox.GateTokenRevoker{}}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -179,6 +194,13 @@ func (p *Provider) containerName(id domain.ID) string {
 
 func volumeName(containerName string, i int) string {
 	return containerName + "-v" + strconv.Itoa(i)
+}
+
+// keeperName is the deterministic name of id's keeper container. The "k-"
+// where session containers have "s-" keeps the two name spaces apart.
+func (p *Provider) keeperName(id domain.ID) string {
+	h := sha256.Sum256([]byte(p.owner))
+	return container.NamePrefix + "k-" + hex.EncodeToString(h[:4]) + "-" + string(id)
 }
 
 // labels are what every object of session id carries.
@@ -197,24 +219,70 @@ func (p *Provider) ours(l map[string]string, id domain.ID) bool {
 
 // resolved is a Spec validated and with its defaults filled in.
 type resolved struct {
-	spec    sandbox.Spec
-	workdir string
-	roots   []string // sandbox.WritablePaths(workdir)
-	uid     int64
-	digest  string
-	cfg     container.Spec
+	spec     sandbox.Spec
+	workdir  string
+	roots    []string // sandbox.WritablePaths(workdir)
+	uid      int64
+	network  string              // "none" or the owner's network
+	volOpts  []map[string]string // driver options of each root's volume
+	digest   string
+	cfg      container.Spec
+	keeper   container.Spec
+	storage  int64 // bytes each writable root may hold
+	keepName string
 }
 
-// specDigest digests what must match for Provision to adopt a sandbox.
-func specDigest(image, workdir string, n domain.Networking) string {
+// specDigest digests what must match for Provision to adopt a sandbox: the
+// image, workdir, networking (and the network it means) and the storage
+// bound of each writable root.
+func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64) string {
 	hosts := make([]string, len(n.AllowedHosts))
 	for i, h := range n.AllowedHosts {
 		hosts[i] = strings.ToLower(h)
 	}
 	sort.Strings(hosts)
-	s := sha256.Sum256([]byte(image + "\x00" + workdir + "\x00" + string(n.Mode()) + "\x00" + strings.Join(hosts, ",")))
+	s := sha256.Sum256([]byte(image + "\x00" + workdir + "\x00" + string(n.Mode()) + "\x00" + strings.Join(hosts, ",") +
+		"\x00" + network + "\x00" + strconv.FormatInt(rootBytes, 10)))
 	return hex.EncodeToString(s[:12])
 }
+
+// Each writable root is a tmpfs-typed local volume: the only bound on what
+// a sandbox writes that this engine enforces (Docker cannot bound a disk
+// volume). Its pages live in memory and count against the memory limit of
+// the container whose process wrote them. Hardening.EphemeralStorageBytes
+// (sandbox.DefaultEphemeralStorageBytes when zero) is split evenly across
+// sandbox.WritablePaths: with the workdir and /tmp each gets half; with a
+// workdir under /tmp, /tmp gets all. A write past a root's share fails in
+// the sandbox with ENOSPC.
+//
+// The engine mounts such a volume when the first container using it starts
+// and unmounts it, losing its files, when the last one stops. So that files
+// survive a stopped sandbox and the restart that ends a runaway command,
+// each session has a keeper: a second container, named by keeperName, that
+// mounts the volumes read-only and only sleeps, on tiny limits and no
+// network.
+const (
+	keeperNanoCPUs    = 10_000_000 // a hundredth of a CPU, in billionths
+	keeperMemoryBytes = 16 << 20   // bytes; the keeper is a shell and sleep
+	keeperPidsLimit   = 8          // docker-init, sh, sleep, and room
+)
+
+// volumeOptions are the local driver's options for a writable root's
+// volume holding at most size bytes. The mode is what the sandbox user
+// needs (0777, /tmp 01777), set at mount time so no setup is needed.
+func volumeOptions(root string, size int64) map[string]string {
+	mode := "0777"
+	if root == "/tmp" {
+		mode = "1777"
+	}
+	return map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("size=%d,mode=%s,nosuid,nodev", size, mode)}
+}
+
+// createdByLabel marks a volume with a token of the Provision call that
+// created it: the engine answers a create of an existing volume with that
+// volume, so the token is how a call knows what it made, and so may remove
+// after a failed create.
+const createdByLabel = "io.stockade.created-by"
 
 // dockerDefaultCaps is the engine's default capability set: what a CapDrop
 // without ALL keeps, minus what it names.
@@ -241,7 +309,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	case domain.NetNone:
 		network = "none"
 	case domain.NetUnrestricted:
-		network = "bridge"
+		network = p.networkName()
 	case domain.NetLimited:
 		if spec.Gate == nil {
 			return nil, fmt.Errorf("docker: networking %q needs a Gate (egress only through the gate); refusing rather than widening or narrowing it", domain.NetLimited)
@@ -264,9 +332,6 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	}
 	if !reflectZero(h) && !h.ReadOnlyRootfs {
 		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
-	}
-	if h.EphemeralStorageBytes > 0 {
-		return nil, fmt.Errorf("docker: hardening asks for EphemeralStorageBytes %d; this backend cannot bound its volumes, and refuses rather than ignore it", h.EphemeralStorageBytes)
 	}
 	uid := int64(65534)
 	if h.RunAsUser != nil {
@@ -304,8 +369,17 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if _, ok := env["HOME"]; !ok {
 		env["HOME"] = workdir // writable, unlike the image's idea of a home
 	}
-	r := &resolved{spec: spec, workdir: workdir, roots: sandbox.WritablePaths(workdir), uid: uid,
-		digest: specDigest(spec.Image, workdir, spec.Networking)}
+	roots := sandbox.WritablePaths(workdir)
+	bound := h.EphemeralStorageBytes
+	if bound == 0 {
+		bound = sandbox.DefaultEphemeralStorageBytes
+	}
+	perRoot := bound / int64(len(roots))
+	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network, storage: perRoot,
+		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID)}
+	for _, root := range roots {
+		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot))
+	}
 	name := p.containerName(spec.SessionID)
 	labels := p.labels(spec.SessionID)
 	labels[label.Spec] = r.digest
@@ -321,8 +395,19 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		Labels:  labels,
 		Init:    true,
 	}
+	r.keeper = container.Spec{
+		Image:   spec.Image,
+		Cmd:     r.cfg.Cmd,
+		Env:     map[string]string{},
+		Workdir: "/",
+		Network: "none",
+		Limits:  container.Limits{NanoCPUs: keeperNanoCPUs, MemoryBytes: keeperMemoryBytes, PidsLimit: keeperPidsLimit},
+		Labels:  p.labels(spec.SessionID),
+		Init:    true,
+	}
 	for i, root := range r.roots {
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
+		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
 	}
 	return r, nil
 }
@@ -373,6 +458,10 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
+	// m is what this call created, the only objects its cleanup may
+	// remove: a concurrent Provision in another process may be using
+	// anything else of the session's.
+	m := &made{session: spec.SessionID, token: container.RandomHex(8)}
 	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
 		c, err := p.eng.ContainerInspect(ctx, name)
 		switch {
@@ -385,12 +474,16 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		case !errors.Is(err, dockerapi.ErrNotFound):
 			return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
 		}
-		if err := p.volumes(ctx, r, name); err != nil {
+		b, retry, err := p.create(ctx, r, cfg, m)
+		if err != nil {
+			if derr := p.discard(ctx, m); derr != nil {
+				log.Warn("cleaning up after a failed create", "err", derr)
+			}
 			return nil, err
 		}
-		id, err := p.eng.ContainerCreate(ctx, name, cfg)
-		if errors.Is(err, dockerapi.ErrConflict) {
-			// Another Provision won; adopt what it made once the engine
+		if retry {
+			// Another Provision won the name, or a Reap elsewhere removed
+			// the network meanwhile; adopt or create again once the engine
 			// shows it (a create in flight holds the name before inspect
 			// finds it).
 			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
@@ -398,47 +491,174 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 			}
 			continue
 		}
-		if err != nil {
-			// Leave nothing behind: the volumes are only ours to remove
-			// if no container took them meanwhile.
-			if rerr := p.remove(ctx, spec.SessionID, false); rerr != nil {
-				log.Warn("cleaning up after a failed create", "err", rerr)
-			}
-			if errors.Is(err, dockerapi.ErrNotFound) {
-				return nil, fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", spec.Image, err)
-			}
-			return nil, fmt.Errorf("docker: create %s: %w", name, err)
-		}
-		b := p.box(id, name, spec.SessionID, r.workdir, r.uid)
-		if err := b.start(ctx); err != nil {
-			return nil, err
-		}
 		log.Info("provisioned", "phase", "provision", "dur", time.Since(start))
 		return b, nil
 	}
 	return nil, fmt.Errorf("docker: provision %s: the container kept vanishing", name)
 }
 
+// made records what one Provision call created.
+type made struct {
+	session   domain.ID
+	token     string   // createdByLabel value of this call's volumes
+	volumes   []string // names
+	keeper    string   // container ID; "" if this call made none
+	container string   // container ID; "" if this call made none
+}
+
+// create makes the session's volumes, network (when it needs one), keeper
+// and container, and starts them. retry reports that the container's name
+// was taken, or the network vanished, so the caller should look again.
+func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.ContainerConfig, m *made) (b *box, retry bool, err error) {
+	name := p.containerName(r.spec.SessionID)
+	if err := p.volumes(ctx, r, name, m); err != nil {
+		return nil, false, err
+	}
+	if r.network != "none" {
+		if _, err := p.networkFor(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := p.keep(ctx, r, m); err != nil {
+		return nil, false, err
+	}
+	id, err := p.eng.ContainerCreate(ctx, name, cfg)
+	switch {
+	case errors.Is(err, dockerapi.ErrConflict):
+		return nil, true, nil
+	case errors.Is(err, dockerapi.ErrNotFound) && r.network != "none" && p.networkGone(ctx):
+		return nil, true, nil
+	case errors.Is(err, dockerapi.ErrNotFound):
+		return nil, false, fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", r.spec.Image, err)
+	case err != nil:
+		return nil, false, fmt.Errorf("docker: create %s: %w", name, err)
+	}
+	m.container = id
+	b = p.box(id, name, r.spec.SessionID, r.workdir, r.uid)
+	if err := b.start(ctx); err != nil {
+		if r.network != "none" && p.networkGone(ctx) {
+			// A Reap elsewhere removed the network before this container
+			// started (the engine lets it: only running containers hold a
+			// network): remove the container and make both again.
+			if rerr := p.removeContainer(ctx, id); rerr != nil {
+				return nil, false, rerr
+			}
+			m.container = ""
+			return nil, true, nil
+		}
+		return nil, false, err
+	}
+	return b, false, nil
+}
+
+// discard removes, on its own budget, what a failed Provision created: its
+// container and keeper, and its volumes that no container uses (the
+// engine refuses to remove a volume in use).
+func (p *Provider) discard(ctx context.Context, m *made) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
+	defer cancel()
+	var errs []error
+	if m.container != "" {
+		errs = append(errs, p.removeContainer(dctx, m.container))
+	}
+	// The keeper guards the volumes' files: while a session container
+	// exists (a concurrent Provision's), it is that session's.
+	if m.keeper != "" {
+		_, err := p.eng.ContainerInspect(dctx, p.containerName(m.session))
+		if errors.Is(err, dockerapi.ErrNotFound) {
+			errs = append(errs, p.removeContainer(dctx, m.keeper))
+		}
+	}
+	for _, v := range m.volumes {
+		err := p.eng.VolumeRemove(dctx, v, false)
+		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
+			errs = append(errs, fmt.Errorf("docker: remove volume %s: %w", v, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // volumes creates (or finds) the writable volumes, refusing one that is not
-// ours.
-func (p *Provider) volumes(ctx context.Context, r *resolved, name string) error {
+// ours or was made for another storage bound, and records in m those this
+// call created.
+func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *made) error {
 	errs := make([]error, len(r.roots))
+	created := make([]bool, len(r.roots))
 	var wg sync.WaitGroup
 	for i := range r.roots {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			vn := volumeName(name, i)
-			v, err := p.eng.VolumeCreate(ctx, dockerapi.VolumeCreate{Name: vn, Labels: p.labels(r.spec.SessionID)})
-			if err != nil {
+			labels := p.labels(r.spec.SessionID)
+			labels[createdByLabel] = m.token
+			v, err := p.eng.VolumeCreate(ctx, dockerapi.VolumeCreate{Name: vn, Driver: "local", DriverOpts: r.volOpts[i], Labels: labels})
+			switch {
+			case err != nil:
 				errs[i] = fmt.Errorf("docker: create volume %s: %w", vn, err)
-			} else if !p.ours(v.Labels, r.spec.SessionID) {
+			case !p.ours(v.Labels, r.spec.SessionID):
 				errs[i] = fmt.Errorf("docker: volume %s exists without this owner's labels; refusing to mount it", vn)
+			default:
+				created[i] = v.Labels[createdByLabel] == m.token
+				if !maps.Equal(v.Options, r.volOpts[i]) {
+					errs[i] = fmt.Errorf("docker: session %s: %w: volume %s was made with options %q, the spec asks %q (reap the session first)",
+						r.spec.SessionID, sandbox.ErrSpecMismatch, vn, v.Options, r.volOpts[i])
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	for i, c := range created {
+		if c && !slices.Contains(m.volumes, volumeName(name, i)) {
+			m.volumes = append(m.volumes, volumeName(name, i))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// keep makes sure session r's keeper exists and runs, creating it (and
+// recording it in m) if needed.
+func (p *Provider) keep(ctx context.Context, r *resolved, m *made) error {
+	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+		c, err := p.eng.ContainerInspect(ctx, r.keepName)
+		switch {
+		case err == nil:
+			if !p.ours(c.Config.Labels, r.spec.SessionID) {
+				return fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to use it", r.keepName)
+			}
+			if c.State.Running {
+				return nil
+			}
+			if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
+				return fmt.Errorf("docker: start %s: %w", r.keepName, err)
+			}
+			return nil
+		case !errors.Is(err, dockerapi.ErrNotFound):
+			return fmt.Errorf("docker: inspect %s: %w", r.keepName, err)
+		}
+		cfg, err := r.keeper.Config()
+		if err != nil {
+			return fmt.Errorf("docker: %w", err)
+		}
+		id, err := p.eng.ContainerCreate(ctx, r.keepName, cfg)
+		switch {
+		case errors.Is(err, dockerapi.ErrConflict):
+			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
+				return fmt.Errorf("docker: create %s: %w", r.keepName, err)
+			}
+			continue
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", r.spec.Image, err)
+		case err != nil:
+			return fmt.Errorf("docker: create %s: %w", r.keepName, err)
+		}
+		m.keeper = id
+		if err := p.eng.ContainerStart(ctx, id); err != nil {
+			return fmt.Errorf("docker: start %s: %w", r.keepName, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("docker: create %s: the container kept vanishing", r.keepName)
 }
 
 // adopt checks an existing container and starts it if needed.
@@ -456,7 +676,7 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 			diffs = append(diffs, fmt.Sprintf("workdir %q, asked %q", c.Config.WorkingDir, r.workdir))
 		}
 		if len(diffs) == 0 {
-			diffs = append(diffs, "networking differs")
+			diffs = append(diffs, "networking or storage bound differs")
 		}
 		return nil, fmt.Errorf("docker: session %s: %w: %s", r.spec.SessionID, sandbox.ErrSpecMismatch, strings.Join(diffs, "; "))
 	}
@@ -465,6 +685,12 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 	uid, err := parseUID(c.Config.User)
 	if err != nil {
 		return nil, fmt.Errorf("docker: session %s: %w", r.spec.SessionID, err)
+	}
+	// The keeper must run before the container stops again, or its files
+	// go with the volumes' mounts; after an engine restart it starts here.
+	// What this makes is the session's, never removed on failure.
+	if err := p.keep(ctx, r, &made{}); err != nil {
+		return nil, err
 	}
 	b := p.box(c.ID, name, r.spec.SessionID, r.workdir, uid)
 	// Start (a no-op when running) and make sure the roots are ready: the
@@ -541,17 +767,33 @@ func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string)
 	return rc, nil
 }
 
-// Owned implements sandbox.Provider.
+// Owned implements sandbox.Provider. It lists every session that has a
+// container (the sandbox or its keeper) or a volume of this owner, so the
+// volumes a crash left between their creation and the container's are
+// reaped too. The owner's network is no session's: each Reap removes it
+// once no session container of the owner is left.
 func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
-	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession))})
+	f := dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession))
+	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list sandboxes: %w", err)
 	}
+	vs, err := p.eng.VolumeList(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("docker: list volumes: %w", err)
+	}
+	labels := make([]map[string]string, 0, len(cs)+len(vs))
+	for _, c := range cs {
+		labels = append(labels, c.Labels)
+	}
+	for _, v := range vs {
+		labels = append(labels, v.Labels)
+	}
 	seen := map[domain.ID]bool{}
 	var out []domain.ID
-	for _, c := range cs {
-		id := domain.ID(c.Labels[label.Session])
-		if id.Validate() == nil && !seen[id] && p.ours(c.Labels, id) {
+	for _, l := range labels {
+		id := domain.ID(l[label.Session])
+		if id.Validate() == nil && !seen[id] && p.ours(l, id) {
 			seen[id] = true
 			out = append(out, id)
 		}
@@ -569,9 +811,9 @@ func (p *Provider) Reap(ctx context.Context, sessionID domain.ID) error {
 }
 
 // remove revokes (when asked and a revoker is known), then removes session
-// id's container and volumes and waits until they are gone.
+// id's container, keeper and volumes and waits until they are gone; then
+// the owner's network if no session container is left.
 func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error {
-	name := p.containerName(id)
 	if revoke {
 		p.mu.Lock()
 		rv := p.revokers[id]
@@ -588,23 +830,20 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
 	defer cancel()
 	start := time.Now()
-	for {
-		c, err := p.eng.ContainerInspect(rctx, name)
+	name := p.containerName(id)
+	for _, n := range []string{name, p.keeperName(id)} {
+		c, err := p.eng.ContainerInspect(rctx, n)
 		if errors.Is(err, dockerapi.ErrNotFound) {
-			break
+			continue
 		}
 		if err != nil {
-			return fmt.Errorf("docker: remove %s: %w", name, err)
+			return fmt.Errorf("docker: remove %s: %w", n, err)
 		}
 		if !p.ours(c.Config.Labels, id) {
-			return fmt.Errorf("docker: %s is not this owner's; not removing it", name)
+			return fmt.Errorf("docker: %s is not this owner's; not removing it", n)
 		}
-		err = p.eng.ContainerRemove(rctx, c.ID, dockerapi.RemoveOptions{Force: true, Volumes: true})
-		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
-			return fmt.Errorf("docker: remove %s: %w", name, err)
-		}
-		if err := sleep(rctx, 50*time.Millisecond, err == nil); err != nil {
-			return fmt.Errorf("docker: remove %s: %w", name, err)
+		if err := p.removeContainer(rctx, c.ID); err != nil {
+			return err
 		}
 	}
 	vols, err := p.eng.VolumeList(rctx, dockerapi.LabelsFilter(p.labels(id)))
@@ -630,8 +869,33 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	p.mu.Lock()
 	delete(p.revokers, id)
 	p.mu.Unlock()
+	if err := p.removeNetworkIfUnused(rctx); err != nil {
+		return err
+	}
 	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
 	return nil
+}
+
+// removeContainer force-removes the container with ID id and waits until
+// it is gone. Callers have checked it is theirs to remove.
+func (p *Provider) removeContainer(ctx context.Context, id string) error {
+	for {
+		err := p.eng.ContainerRemove(ctx, id, dockerapi.RemoveOptions{Force: true, Volumes: true})
+		if errors.Is(err, dockerapi.ErrNotFound) {
+			return nil
+		}
+		if err != nil && !errors.Is(err, dockerapi.ErrConflict) {
+			return fmt.Errorf("docker: remove container %s: %w", id, err)
+		}
+		// Gone once an inspect no longer finds it (a removal already in
+		// progress answers ErrConflict).
+		if _, err := p.eng.ContainerInspect(ctx, id); errors.Is(err, dockerapi.ErrNotFound) {
+			return nil
+		}
+		if err := sleep(ctx, 50*time.Millisecond, false); err != nil {
+			return fmt.Errorf("docker: remove container %s: %w", id, err)
+		}
+	}
 }
 
 // sleep waits d unless skip, or until ctx ends.

@@ -2,6 +2,9 @@ package docker
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +114,132 @@ func TestParseUID(t *testing.T) {
 		if tt.ok && (err != nil || got != tt.want) || !tt.ok && err == nil {
 			t.Errorf("parseUID(%q) = %d, %v; want %d (ok %v)", tt.user, got, err, tt.want, tt.ok)
 		}
+	}
+}
+
+// failingCreate makes the session container's create fail after running
+// before, standing for a concurrent Provision in another process that won
+// the race while this one's create failed for another reason.
+type failingCreate struct {
+	engine
+	name   string
+	before func()
+	fired  bool
+}
+
+func (f *failingCreate) ContainerCreate(ctx context.Context, name string, cfg dockerapi.ContainerConfig) (string, error) {
+	if name != f.name || f.fired {
+		return f.engine.ContainerCreate(ctx, name, cfg)
+	}
+	f.fired = true
+	f.before()
+	return "", &dockerapi.Error{Method: "POST", Path: "/containers/create", StatusCode: 500, Message: "injected failure"}
+}
+
+// TestFailedCreateRemovesOnlyItsOwn: a Provision whose create fails
+// removes only what it created, never the container (and its files) a
+// concurrent Provision in another process made under the same name.
+func TestFailedCreateRemovesOnlyItsOwn(t *testing.T) {
+	s := newFixture(t)
+	id := domain.ID("failed-create")
+	spec := sandbox.Spec{SessionID: id, Image: s.img}
+	other, _ := newProvider(t, s.p.Owner())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var winner sandbox.Sandbox
+	s.p.eng = &failingCreate{engine: s.p.eng, name: s.p.containerName(id), before: func() {
+		sb, err := other.Provision(ctx, spec)
+		if err != nil {
+			t.Errorf("the other process's Provision = %v", err)
+			return
+		}
+		winner = sb
+		if err := sb.WriteFile(ctx, "/workspace/kept", []byte("kept")); err != nil {
+			t.Errorf("WriteFile in the winner = %v", err)
+		}
+	}}
+	if _, err := s.p.Provision(ctx, spec); err == nil {
+		t.Fatalf("Provision with a failing create succeeded")
+	}
+	if winner == nil {
+		t.Fatal("the other process's Provision did not run")
+	}
+	if got, err := winner.ReadFile(ctx, "/workspace/kept"); err != nil || string(got) != "kept" {
+		t.Errorf("after the failed Provision, the winner's file = %q, %v; want it kept", got, err)
+	}
+	if res := execIn(t, winner, "echo alive"); res.Stdout != "alive\n" {
+		t.Errorf("the winner's sandbox answers %+v; want it running", res)
+	}
+}
+
+// TestOwnedListsOrphanVolumes: volumes a crash left between their creation
+// and the container's belong to a session Owned lists and Reap removes.
+func TestOwnedListsOrphanVolumes(t *testing.T) {
+	s := newFixture(t)
+	id := domain.ID("orphan-volumes")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range sandbox.WritablePaths("") {
+		if _, err := s.c.VolumeCreate(ctx, dockerapi.VolumeCreate{Name: volumeName(s.p.containerName(id), i), Labels: s.p.labels(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := s.p.Owned(ctx)
+	if err != nil || !slices.Contains(ids, id) {
+		t.Fatalf("Owned() = %q, %v; want it to list %s, which has only volumes", ids, err, id)
+	}
+	if err := s.p.Reap(ctx, id); err != nil {
+		t.Fatalf("Reap(%s) = %v", id, err)
+	}
+	vs, err := s.c.VolumeList(ctx, dockerapi.LabelsFilter(s.p.labels(id)))
+	if err != nil || len(vs) > 0 {
+		t.Errorf("after Reap, the session's volumes = %v, %v; want none", vs, err)
+	}
+}
+
+// TestStorageBound: a sandbox writes at most its EphemeralStorageBytes,
+// split across the writable places; a write past it fails in the sandbox
+// with ENOSPC, and the sandbox stays usable. A spec asking another bound
+// does not adopt it.
+func TestStorageBound(t *testing.T) {
+	s := newFixture(t)
+	id := domain.ID("storage")
+	h := sandbox.Hardening{EphemeralStorageBytes: 8 << 20, ReadOnlyRootfs: true} // 4 MiB for /workspace, 4 for /tmp
+	sb := s.provision(t, sandbox.Spec{SessionID: id, Hardening: h})
+	for _, root := range []string{"/workspace", "/tmp"} {
+		res := execIn(t, sb, "dd if=/dev/zero of="+root+"/big bs=1048576 count=6")
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "No space left") {
+			t.Errorf("writing 6 MiB to %s under an 8 MiB bound: %+v; want a failure with no space left", root, res)
+		}
+		if res := execIn(t, sb, "rm "+root+"/big && echo small > "+root+"/small && cat "+root+"/small"); res.ExitCode != 0 || res.Stdout != "small\n" {
+			t.Errorf("after the failed write, a small write to %s: %+v; want it to succeed", root, res)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sb.WriteFile(ctx, "/workspace/api", []byte("api")); err != nil {
+		t.Errorf("WriteFile after the failed write = %v", err)
+	}
+	bigger := h
+	bigger.EphemeralStorageBytes = 16 << 20
+	if _, err := s.p.Provision(ctx, sandbox.Spec{SessionID: id, Image: s.img, Hardening: bigger}); !errors.Is(err, sandbox.ErrSpecMismatch) {
+		t.Errorf("Provision asking another storage bound = %v; want ErrSpecMismatch", err)
+	}
+	// Files survive the container's stop: the keeper holds the volumes.
+	if err := s.c.ContainerKill(ctx, s.p.containerName(id), "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.c.ContainerWait(ctx, s.p.containerName(id), dockerapi.WaitNotRunning); err != nil {
+		t.Fatal(err)
+	}
+	again := s.provision(t, sandbox.Spec{SessionID: id, Hardening: h})
+	if res := execIn(t, again, "cat /workspace/small /workspace/api"); res.Stdout != "small\napi" {
+		t.Errorf("after a stop and Provision, the files hold %q; want them kept", res.Stdout)
+	}
+	// The zero bound is the default, split in two.
+	def := s.provision(t, sandbox.Spec{SessionID: "storage-default"})
+	want := "size=" + strconv.Itoa(sandbox.DefaultEphemeralStorageBytes/2/1024) + "k"
+	if res := execIn(t, def, "grep -E ' /(workspace|tmp) ' /proc/mounts"); strings.Count(res.Stdout, want) != 2 {
+		t.Errorf("mounts of the default sandbox:\n%s\nwant /workspace and /tmp with %s", res.Stdout, want)
 	}
 }

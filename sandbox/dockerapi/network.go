@@ -13,8 +13,24 @@ type NetworkCreate struct {
 	Internal bool              `json:"Internal,omitempty"`
 	Labels   map[string]string `json:"Labels,omitempty"`
 	Options  map[string]string `json:"Options,omitempty"`
+	// IPAM chooses the network's addresses; nil lets the engine take a
+	// subnet from its default pools (which run out after about 30
+	// networks). An overlapping subnet matches ErrForbidden.
+	IPAM *IPAM `json:"IPAM,omitempty"`
 	// CheckDuplicate refuses a second network with the same name (ErrConflict).
 	CheckDuplicate bool `json:"CheckDuplicate"`
+}
+
+// IPAM is a network's address management.
+type IPAM struct {
+	Driver string       `json:"Driver,omitempty"` // "default" if empty
+	Config []IPAMConfig `json:"Config"`
+}
+
+// IPAMConfig is one address range of a network.
+type IPAMConfig struct {
+	Subnet  string `json:"Subnet,omitempty"`  // CIDR, such as "10.213.4.0/24"
+	Gateway string `json:"Gateway,omitempty"` // the host's address on it
 }
 
 // Network is one entry of a network list.
@@ -24,6 +40,8 @@ type Network struct {
 	Driver   string            `json:"Driver"`
 	Internal bool              `json:"Internal"`
 	Labels   map[string]string `json:"Labels"`
+	Options  map[string]string `json:"Options"`
+	IPAM     IPAM              `json:"IPAM"`
 }
 
 // NetworkCreate creates a network and returns its ID.
@@ -35,7 +53,8 @@ func (c *Client) NetworkCreate(ctx context.Context, n NetworkCreate) (string, er
 	return out.ID, err
 }
 
-// NetworkRemove removes a network; a missing one matches ErrNotFound.
+// NetworkRemove removes a network; a missing one matches ErrNotFound, one
+// containers still use ErrForbidden.
 func (c *Client) NetworkRemove(ctx context.Context, id string) error {
 	return c.call(ctx, request{method: http.MethodDelete, path: "/networks/" + pathEscape(id)}, nil, nil)
 }

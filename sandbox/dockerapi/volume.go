@@ -20,6 +20,7 @@ type Volume struct {
 	Driver     string            `json:"Driver"`
 	Mountpoint string            `json:"Mountpoint"`
 	Labels     map[string]string `json:"Labels"`
+	Options    map[string]string `json:"Options"` // the driver options it was created with
 	CreatedAt  string            `json:"CreatedAt"`
 }
 

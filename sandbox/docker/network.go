@@ -1,0 +1,202 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// NetUnrestricted sandboxes of one owner share one bridge network, created
+// on first need and removed by the Reap (or Destroy) that leaves the owner
+// without session containers. Inter-container traffic is disabled on it, so
+// sandboxes cannot reach one another; they still reach the host's addresses
+// through the gateway, and the outside world through the host's NAT.
+//
+// Docker's default address pools run out after about 30 networks, so the
+// network takes a /24 (ownerSubnetBits) of Config.SubnetPool itself: the
+// slot a hash of the owner names, or the next free one.
+
+// DefaultSubnetPool is the IPv4 range owners' networks take their subnets
+// from when Config.SubnetPool is empty: 256 owners' networks of /24.
+const DefaultSubnetPool = "10.213.0.0/16"
+
+// ownerSubnetBits is the prefix length of an owner's subnet: 253 addresses
+// for sandboxes (a /24 less network, gateway and broadcast), so at most 253
+// NetUnrestricted sandboxes of one owner at once.
+const ownerSubnetBits = 24
+
+// iccOption is the bridge driver option that, set to "false", drops traffic
+// between containers of the bridge.
+const iccOption = "com.docker.network.bridge.enable_icc"
+
+// maxNetworkRounds bounds how often networkFor lists the subnets in use and
+// tries a free one, when other processes keep taking the one it chose.
+const maxNetworkRounds = 8
+
+// parsePool checks a Config.SubnetPool: an IPv4 CIDR, masked, wide enough
+// for one owner's subnet.
+func parsePool(s string) (netip.Prefix, error) {
+	if s == "" {
+		s = DefaultSubnetPool
+	}
+	pool, err := netip.ParsePrefix(s)
+	if err != nil || !pool.Addr().Is4() || pool.Masked() != pool || pool.Bits() > ownerSubnetBits {
+		return netip.Prefix{}, fmt.Errorf("docker: subnet pool %q: want a masked IPv4 CIDR of /%d or wider", s, ownerSubnetBits)
+	}
+	return pool, nil
+}
+
+// networkName is the deterministic name of the owner's network: the owner
+// itself, so owners never share a name.
+func (p *Provider) networkName() string {
+	return container.NamePrefix + "net-" + p.owner
+}
+
+// ownNetwork reports whether n is this owner's sandbox network as
+// networkFor makes it: our labels, a bridge that is not internal, and
+// inter-container traffic disabled.
+func (p *Provider) ownNetwork(n dockerapi.Network) bool {
+	l := n.Labels
+	return l[label.Managed] == label.ManagedValue && l[label.Owner] == p.owner && l[label.Kind] == label.KindSession &&
+		l[label.Session] == "" && n.Driver == "bridge" && !n.Internal && n.Options[iccOption] == "false"
+}
+
+// findNetwork returns the network named name, or ErrNotFound. The engine's
+// name filter matches substrings, so the name is compared here.
+func (p *Provider) findNetwork(ctx context.Context, name string) (dockerapi.Network, error) {
+	ns, err := p.eng.NetworkList(ctx, dockerapi.Filters{"name": {name}})
+	if err != nil {
+		return dockerapi.Network{}, fmt.Errorf("docker: list networks: %w", err)
+	}
+	for _, n := range ns {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return dockerapi.Network{}, fmt.Errorf("docker: network %s: %w", name, dockerapi.ErrNotFound)
+}
+
+// networkFor returns the name of the owner's network, creating it if
+// needed. Concurrent calls, in this process or others, converge: a create
+// that finds the name taken uses the network it finds after checking it.
+func (p *Provider) networkFor(ctx context.Context) (string, error) {
+	name := p.networkName()
+	for round := 0; round < maxNetworkRounds; round++ {
+		n, err := p.findNetwork(ctx, name)
+		if err == nil {
+			if !p.ownNetwork(n) {
+				return "", fmt.Errorf("docker: network %s exists but is not this owner's sandbox network (labels, driver or inter-container setting differ); refusing to attach sandboxes to it", name)
+			}
+			return name, nil
+		}
+		if !errors.Is(err, dockerapi.ErrNotFound) {
+			return "", err
+		}
+		subnet, err := p.freeSubnet(ctx)
+		if err != nil {
+			return "", err
+		}
+		_, err = p.eng.NetworkCreate(ctx, dockerapi.NetworkCreate{
+			Name:           name,
+			Driver:         "bridge",
+			Labels:         label.Base(p.owner, label.KindSession),
+			Options:        map[string]string{iccOption: "false"},
+			IPAM:           &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: subnet.String()}}},
+			CheckDuplicate: true,
+		})
+		switch {
+		case err == nil:
+			p.log.Info("network created", "network", name, "subnet", subnet.String())
+			return name, nil
+		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
+			// The name (another process made the network) or the subnet
+			// (another network took it) went meanwhile: look again.
+			continue
+		default:
+			return "", fmt.Errorf("docker: create network %s: %w", name, err)
+		}
+	}
+	return "", fmt.Errorf("docker: create network %s: no free /%d in %s after %d rounds", name, ownerSubnetBits, p.pool, maxNetworkRounds)
+}
+
+// freeSubnet returns a /24 of the pool that no network of the engine
+// overlaps, starting at the slot the owner's hash names.
+func (p *Provider) freeSubnet(ctx context.Context) (netip.Prefix, error) {
+	ns, err := p.eng.NetworkList(ctx, nil)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("docker: list networks: %w", err)
+	}
+	var used []netip.Prefix
+	for _, n := range ns {
+		for _, c := range n.IPAM.Config {
+			if u, err := netip.ParsePrefix(c.Subnet); err == nil {
+				used = append(used, u)
+			}
+		}
+	}
+	slots := uint32(1) << (ownerSubnetBits - p.pool.Bits())
+	h := sha256.Sum256([]byte(p.owner))
+	first := binary.BigEndian.Uint32(h[:4]) % slots
+	base := binary.BigEndian.Uint32(p.pool.Addr().AsSlice())
+	for i := uint32(0); i < slots; i++ {
+		slot := (first + i) % slots
+		var a [4]byte
+		binary.BigEndian.PutUint32(a[:], base+slot<<(32-ownerSubnetBits))
+		cand := netip.PrefixFrom(netip.AddrFrom4(a), ownerSubnetBits)
+		free := true
+		for _, u := range used {
+			if u.Overlaps(cand) {
+				free = false
+				break
+			}
+		}
+		if free {
+			return cand, nil
+		}
+	}
+	return netip.Prefix{}, fmt.Errorf("docker: every /%d of subnet pool %s is taken", ownerSubnetBits, p.pool)
+}
+
+// networkGone reports whether the owner's network no longer exists (a Reap
+// in another process removed it between networkFor and its use).
+func (p *Provider) networkGone(ctx context.Context) bool {
+	_, err := p.findNetwork(ctx, p.networkName())
+	return errors.Is(err, dockerapi.ErrNotFound)
+}
+
+// removeNetworkIfUnused removes the owner's network when no session
+// container of the owner is left, in any state: the engine refuses to
+// remove a network running containers use, but not one a created container
+// is still to use. A network still in use is left to a later Reap.
+func (p *Provider) removeNetworkIfUnused(ctx context.Context) error {
+	name := p.networkName()
+	n, err := p.findNetwork(ctx, name)
+	if errors.Is(err, dockerapi.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !p.ownNetwork(n) {
+		return nil // not ours to remove
+	}
+	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession))})
+	if err != nil {
+		return fmt.Errorf("docker: list sandboxes: %w", err)
+	}
+	if len(cs) > 0 {
+		return nil
+	}
+	err = p.eng.NetworkRemove(ctx, n.ID)
+	if err == nil || errors.Is(err, dockerapi.ErrNotFound) || errors.Is(err, dockerapi.ErrForbidden) || errors.Is(err, dockerapi.ErrConflict) {
+		return nil
+	}
+	return fmt.Errorf("docker: remove network %s: %w", name, err)
+}
