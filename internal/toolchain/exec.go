@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,10 +33,9 @@ type Container struct {
 
 	created, started time.Duration // engine phases, for Result.Phases
 
-	mu       sync.Mutex
-	ended    bool
-	closed   bool
-	oomKills int64 // the cgroup's oom_kill count after the last step
+	mu     sync.Mutex
+	ended  bool
+	closed bool
 }
 
 // Start creates and starts a long-lived container for job, which must be an
@@ -165,11 +163,13 @@ type ExecOptions struct {
 	OutputCap int64
 }
 
-// Exec runs argv as one step in the container as the container user, under
-// `timeout -s KILL`, and returns its exit code and capped output. The step's
-// timeout is o.Timeout (or Config.Timeout), cut to what is left of the
-// container's lifetime. A step that times out (in the container, or
-// HostGrace later on the host) has TimedOut set and ends the container.
+// Exec runs argv as one step in the container as the container user,
+// through the one exec engine (container.Exec, policy KillContainer), and
+// returns its exit code and capped output. The step's timeout is o.Timeout
+// (or Config.Timeout), cut to what is left of the container's lifetime. A
+// step that times out, whose context ends, or whose stream breaks ends the
+// whole container, so nothing it started lives on; later Execs return
+// ErrContainerEnded.
 func (c *Container) Exec(ctx context.Context, argv []string, o ExecOptions) (Result, error) {
 	var res Result
 	c.mu.Lock()
@@ -202,133 +202,28 @@ func (c *Container) Exec(ctx context.Context, argv []string, o ExecOptions) (Res
 	if capBytes <= 0 {
 		capBytes = DefaultOutputCap
 	}
-	env := make([]string, 0, len(o.Env))
-	for k, v := range o.Env {
-		env = append(env, k+"="+v)
-	}
-	b := r.budgetsOrDefault()
-	res.ContainerID = c.id
-
-	t := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, b.Create)
-	execID, err := r.eng.ExecCreate(cctx, c.id, dockerapi.ExecConfig{
-		Cmd: TimeoutCmd(timeout, argv), Env: env, User: ContainerUser, WorkingDir: o.Dir,
-		AttachStdout: true, AttachStderr: true,
+	res, err := container.Exec(ctx, r.eng, c.id, container.ExecSpec{
+		Argv: argv, User: ContainerUser, Dir: o.Dir, Env: o.Env,
+		Timeout: timeout, OutputCap: capBytes, Policy: container.KillContainer,
+		Logger: r.log.With("profile", string(c.job.Profile)),
 	})
-	cancel()
-	res.Phases.Create = time.Since(t)
+	if err != nil || res.TimedOut {
+		// The policy killed the container, or it was gone.
+		c.markEnded()
+	}
+	if errors.Is(err, container.ErrNotRunning) {
+		return res, fmt.Errorf("%w: %v", ErrContainerEnded, err)
+	}
 	if err != nil {
-		if errors.Is(err, dockerapi.ErrNotRunning) {
-			c.markEnded()
-			return res, fmt.Errorf("%w: %v", ErrContainerEnded, err)
-		}
 		return res, fmt.Errorf("toolchain: exec in %s: %w", c.name, err)
 	}
-
-	t = time.Now()
-	stdout, stderr := dockerapi.NewBuffer(capBytes), dockerapi.NewBuffer(capBytes)
-	hctx, cancel := context.WithTimeout(ctx, timeout+HostGrace)
-	serr := r.eng.ExecStart(hctx, execID, stdout, stderr)
-	hostTimedOut := serr != nil && errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
-	cancel()
-	res.Phases.Wait = time.Since(t)
-	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-	res.StdoutBytes, res.StderrBytes = stdout.Total(), stderr.Total()
-	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
-	if serr != nil {
-		// The engine cannot kill an exec: end the container so nothing
-		// the step started lives on.
-		c.kill(ctx)
-		if hostTimedOut {
-			res.TimedOut, res.ExitCode = true, 137
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("toolchain: exec in %s: %w", c.name, ctx.Err())
-		}
-		return res, fmt.Errorf("toolchain: exec in %s: %w", c.name, serr)
-	}
-
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
-	st, err := r.eng.ExecInspect(ictx, execID)
-	cancel()
-	if err != nil {
-		return res, fmt.Errorf("toolchain: inspect exec in %s: %w", c.name, err)
-	}
-	if st.ExitCode == nil {
-		// The stream ended while the process still runs: it closed its
-		// output. It cannot be waited for or killed alone.
-		c.kill(ctx)
-		res.ExitCode, res.TimedOut = 137, true
-		return res, nil
-	}
-	res.ExitCode = *st.ExitCode
-	if res.ExitCode == 137 {
-		res.OOMKilled = c.oomKilled(ctx)
-	}
-	markTimeout(&res, timeout, res.Phases.Wait)
-	if res.TimedOut {
-		c.kill(ctx)
-	}
 	return res, nil
-}
-
-// oomKilled reports whether the kernel killed a process of the container
-// for memory since the last step. The engine's OOMKilled flag is only set
-// when the container exits, so a live container's cgroup counter is read
-// (cgroup v2 memory.events, v1 memory.oom_control: "oom_kill N"); a
-// container that is gone is inspected.
-func (c *Container) oomKilled(ctx context.Context) bool {
-	b := c.r.budgetsOrDefault()
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
-	defer cancel()
-	if cj, err := c.r.eng.ContainerInspect(ictx, c.id); err == nil && (!cj.State.Running || cj.State.OOMKilled) {
-		if !cj.State.Running {
-			c.markEnded()
-		}
-		return cj.State.OOMKilled
-	}
-	id, err := c.r.eng.ExecCreate(ictx, c.id, dockerapi.ExecConfig{
-		Cmd:  TimeoutCmd(5*time.Second, []string{"cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}),
-		User: ContainerUser, AttachStdout: true, AttachStderr: true,
-	})
-	if err != nil {
-		return false
-	}
-	out := dockerapi.NewBuffer(4096)
-	if err := c.r.eng.ExecStart(ictx, id, out, nil); err != nil {
-		return false
-	}
-	var n int64
-	for _, l := range strings.Split(out.String(), "\n") {
-		if v, ok := strings.CutPrefix(l, "oom_kill "); ok {
-			if k, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && k > n {
-				n = k
-			}
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	killed := n > c.oomKills
-	c.oomKills = max(c.oomKills, n)
-	return killed
 }
 
 func (c *Container) markEnded() {
 	c.mu.Lock()
 	c.ended = true
 	c.mu.Unlock()
-}
-
-// kill SIGKILLs the container on its own budget and marks it ended.
-func (c *Container) kill(ctx context.Context) {
-	c.markEnded()
-	b := c.r.budgetsOrDefault()
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
-	defer cancel()
-	if err := c.r.eng.ContainerKill(kctx, c.id, "KILL"); err != nil && !errors.Is(err, dockerapi.ErrNotRunning) && !errors.Is(err, dockerapi.ErrNotFound) {
-		c.r.log.Warn("kill failed", "container", c.name, "err", err)
-	}
 }
 
 func (c *Container) remove(ctx context.Context) error {

@@ -1,18 +1,49 @@
 // Package docker is the sandbox backend for a Docker Engine: each session's
 // sandbox is one container, built through internal/container (the one
-// hardening code path Stockade has), with a named volume for each of
-// sandbox.WritablePaths under its read-only root.
+// hardening code path Stockade has), with a size-bounded named volume for
+// each of sandbox.WritablePaths under its read-only root, and a keeper
+// container that holds those volumes.
 //
 // # Naming and ownership
 //
 // The container of session S for owner O is named
-// "stockade-s-" + 8 hex digits of sha256(O) + "-" + S, and its volumes add
-// "-v0", "-v1", …; all carry the labels of internal/label: Managed, Owner,
-// Kind=session, Session, and (on the container) Spec, a digest of the image,
-// workdir and networking. A deterministic name is what makes Provision
-// idempotent and concurrency-safe across processes: the engine lets one
-// create win and the others adopt it after checking its labels. A container
-// with that name but without our labels is never adopted.
+// "stockade-s-" + 8 hex digits of sha256(O) + "-" + S, its volumes add
+// "-v0", "-v1", …, and its keeper is "stockade-k-" + the same hash + "-" + S;
+// all carry the labels of internal/label: Managed, Owner, Kind=session,
+// Session, and (on the container) Spec, a digest of the image, workdir,
+// networking and storage bound. A deterministic name is what makes
+// Provision idempotent and concurrency-safe across processes: the engine
+// lets one create win and the others adopt it after checking its labels. A
+// container with that name but without our labels is never adopted. A
+// Provision whose create fails removes only what it created itself (its
+// volumes carry a token of the call), never what a concurrent Provision in
+// another process made. Owned lists every session with a container or a
+// volume, so what a crash left between the two is reaped too.
+//
+// # Storage
+//
+// Each writable place is a tmpfs-typed local volume of a fixed size, the
+// one bound on writes this engine enforces: Hardening.EphemeralStorageBytes
+// (sandbox.DefaultEphemeralStorageBytes when zero) split evenly across the
+// places. A write past a place's share fails with ENOSPC; the sandbox stays
+// usable. The pages live in memory and count against the memory limit of
+// the writer's container. The engine unmounts, and so empties, such a
+// volume when no running container uses it; the keeper, a sleeping
+// container without network that mounts the volumes read-only, keeps them
+// mounted while the sandbox is stopped or restarted. An engine restart
+// still empties them. The bound is part of the Spec digest: a Provision
+// asking another bound of an existing sandbox is sandbox.ErrSpecMismatch.
+//
+// # Network
+//
+// NetUnrestricted sandboxes of an owner share one bridge network,
+// "stockade-net-" + O, on which inter-container traffic is disabled: they
+// reach the outside and the host's addresses (through the gateway), but
+// not each other. Its subnet is a /24 of Config.SubnetPool, chosen by the
+// network's creator (the engine's own pools run out at about 30 networks).
+// It is created on first need (a create that loses the race uses the
+// winner's network after checking its labels and settings) and removed by
+// the Reap or Destroy that leaves the owner without session containers.
 //
 // # How commands run and die
 //
@@ -83,10 +114,6 @@ import (
 // Budgets of the engine calls that must finish even when the caller's
 // context has ended: each runs on context.WithoutCancel with its own.
 const (
-	killerBudget  = 6 * time.Second  // the killer exec's attempts together
-	restartBudget = 30 * time.Second // the restart fallback
-	streamGrace   = 5 * time.Second  // for an exec's stream to end after its kill
-	inspectBudget = 10 * time.Second // exec inspect after the stream ended
 	removeBudget  = 60 * time.Second // container and volume removal, until gone
 	discardBudget = 30 * time.Second // removing what a failed write left
 )
@@ -246,21 +273,8 @@ func specDigest(image, workdir string, n domain.Networking, network string, root
 	return hex.EncodeToString(s[:12])
 }
 
-// Each writable root is a tmpfs-typed local volume: the only bound on what
-// a sandbox writes that this engine enforces (Docker cannot bound a disk
-// volume). Its pages live in memory and count against the memory limit of
-// the container whose process wrote them. Hardening.EphemeralStorageBytes
-// (sandbox.DefaultEphemeralStorageBytes when zero) is split evenly across
-// sandbox.WritablePaths: with the workdir and /tmp each gets half; with a
-// workdir under /tmp, /tmp gets all. A write past a root's share fails in
-// the sandbox with ENOSPC.
-//
-// The engine mounts such a volume when the first container using it starts
-// and unmounts it, losing its files, when the last one stops. So that files
-// survive a stopped sandbox and the restart that ends a runaway command,
-// each session has a keeper: a second container, named by keeperName, that
-// mounts the volumes read-only and only sleeps, on tiny limits and no
-// network.
+// Limits of the keeper, which only sleeps (see Storage in the package
+// documentation).
 const (
 	keeperNanoCPUs    = 10_000_000 // a hundredth of a CPU, in billionths
 	keeperMemoryBytes = 16 << 20   // bytes; the keeper is a shell and sleep

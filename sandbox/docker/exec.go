@@ -2,10 +2,12 @@ package docker
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stockade/stockade/domain"
@@ -35,22 +37,13 @@ func (b *box) ID() string { return b.id }
 
 func (b *box) user() string { return fmt.Sprintf("%d:%d", b.uid, b.uid) }
 
-// Fresh volumes belong to root with mode 0755, so the sandbox user could not
-// write its own workdir. setupShell fixes that once, run as uid 0 with every
-// capability dropped (the container's bounding set is empty): enough to
-// chmod what root owns, nothing more. Its result is recognisable by the
-// roots' modes (0777, and 01777 for /tmp, which a fresh volume never has),
-// so an archive stat (a few milliseconds on a running container) tells
-// whether it is needed. Arguments are the writable roots.
+// setupShell opens the writable roots (scripts/setup.sh). Its result is
+// recognisable by the roots' modes (0777, and 01777 for /tmp, which a fresh
+// volume never has), so an archive stat (a few milliseconds on a running
+// container) tells whether it is needed.
 //
-// An archive upload of a "../<base>/" directory entry into each root would
-// also do (the engine applies it to the root itself), without a process in
-// the container; it is not used because it relies on a quirk of the
-// engine's path cleaning, and because each upload runs the engine's chroot
-// helper and costs as much as the exec.
-const setupShell = `for d; do
-	if [ "$d" = /tmp ]; then chmod 1777 /tmp; else chmod 0777 -- "$d"; fi || exit 1
-done`
+//go:embed scripts/setup.sh
+var setupShell string
 
 // rootMode is the mode setupShell gives a writable root.
 func rootMode(root string) os.FileMode {
@@ -96,281 +89,100 @@ type scriptResult struct {
 	stdout, stderr string
 }
 
-// maxScriptOutput caps what the backend keeps of its own scripts' output.
-const maxScriptOutput = 1 << 20
+// Budgets of the backend's own scripts.
+const (
+	maxScriptOutput = 1 << 20          // bytes of each stream kept
+	scriptTimeout   = 10 * time.Minute // a bulk write of MaxFileBytes files included
+)
 
-// script runs one of the backend's scripts to completion as user.
+// script runs one of the backend's scripts to completion as user, through
+// the one exec engine.
 func (b *box) script(ctx context.Context, user, script string, args ...string) (scriptResult, error) {
-	cmd := append([]string{"/bin/sh", "-c", script, "stockade"}, args...)
-	id, err := b.p.eng.ExecCreate(ctx, b.id, dockerapi.ExecConfig{Cmd: cmd, User: user, WorkingDir: "/", AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		return scriptResult{}, b.execErr(err)
-	}
-	out, errb := dockerapi.NewBuffer(maxScriptOutput), dockerapi.NewBuffer(maxScriptOutput)
-	if err := b.p.eng.ExecStart(ctx, id, out, errb); err != nil {
-		return scriptResult{}, b.execErr(err)
-	}
-	code, err := b.exitCode(ctx, id)
+	argv := append([]string{"/bin/sh", "-c", script, "stockade"}, args...)
+	res, err := b.exec(ctx, container.ExecSpec{Argv: argv, User: user, AsRoot: user == "0:0", Timeout: scriptTimeout, OutputCap: maxScriptOutput})
 	if err != nil {
 		return scriptResult{}, err
 	}
-	return scriptResult{code: code, stdout: out.String(), stderr: errb.String()}, nil
+	if res.TimedOut {
+		return scriptResult{}, fmt.Errorf("docker: script in %s timed out after %v", b.name, scriptTimeout)
+	}
+	return scriptResult{code: res.ExitCode, stdout: string(res.Stdout), stderr: string(res.Stderr)}, nil
+}
+
+// exec runs s in the sandbox with the session policy: at the timeout or
+// when ctx ends, the command's process tree is killed and the container
+// kept; the restart is the backstop.
+func (b *box) exec(ctx context.Context, s container.ExecSpec) (container.Result, error) {
+	start := time.Now()
+	s.Policy = container.KillTree
+	s.Backstop = func(ctx context.Context) error { return b.restart(ctx, start) }
+	s.Logger = b.p.log
+	res, err := container.Exec(ctx, b.p.eng, b.id, s)
+	if err != nil {
+		return res, b.execErr(err)
+	}
+	return res, nil
 }
 
 // execErr turns an exec error about a stopped or removed container into
 // ErrNotFound.
 func (b *box) execErr(err error) error {
-	if errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound) {
+	if errors.Is(err, container.ErrNotRunning) {
 		return fmt.Errorf("docker: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
 	}
 	return fmt.Errorf("docker: exec in %s: %w", b.name, err)
 }
-
-// exitCode inspects a finished exec, waiting briefly for the engine to
-// record the exit (it may lag the end of the stream).
-func (b *box) exitCode(ctx context.Context, execID string) (int, error) {
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inspectBudget)
-	defer cancel()
-	for {
-		in, err := b.p.eng.ExecInspect(ictx, execID)
-		if err != nil {
-			return -1, fmt.Errorf("docker: inspect exec in %s: %w", b.name, err)
-		}
-		if !in.Running && in.ExitCode != nil {
-			return *in.ExitCode, nil
-		}
-		if err := sleep(ictx, 10*time.Millisecond, false); err != nil {
-			return -1, fmt.Errorf("docker: exec in %s did not end: %w", b.name, err)
-		}
-	}
-}
-
-// execShell wraps every command: argv is stockade-exec MARKER COMMAND. The
-// marker in the wrapper's argv is how the killer finds it; the wrapper stays
-// the command's parent so that it keeps that argv. It reports an OOM kill
-// (see the package documentation).
-const execShell = `sx_oom() {
-	sx_n=0
-	for sx_f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
-		[ -r "$sx_f" ] || continue
-		while read -r sx_k sx_v; do [ "$sx_k" = oom_kill ] && sx_n=$sx_v; done <"$sx_f"
-		break
-	done
-}
-sx_oom; sx_before=$sx_n
-/bin/sh -c "$2"
-sx_r=$?
-if [ "$sx_r" -eq 137 ]; then
-	sx_oom
-	[ "$sx_n" != "$sx_before" ] && echo "` + oomLine + `" >&2
-fi
-exit "$sx_r"
-`
-
-// killShell kills what the exec with marker $1 started; it never forks, so
-// it can run when the pids limit leaves room for one process. It finds the
-// wrapper R by "stockade-exec" followed by the marker in its argv (the NULs
-// between arguments are dropped by read) among the exec roots (parent 0),
-// then, up to 100 rounds, stops and
-// kills every live process whose ancestry reaches R, or reaches PID 1
-// through an orphan that started no earlier than R (a double-forked or
-// setsid child). It exits 0 when a round finds nothing to kill (or R is
-// gone), 1 when the rounds run out.
-const killShell = `pat="stockade-exec$1"; me=$$; R=
-st() {
-	{ read -r s_l <"/proc/$1/stat"; } 2>/dev/null || return 1
-	set -- ${s_l##*) }
-	s_state=$1; s_pp=$2; s_st=${20}
-	[ "$s_state" != Z ] && [ "$s_state" != X ]
-}
-for d in /proc/[0-9]*; do
-	p=${d#/proc/}
-	[ "$p" = "$me" ] && continue
-	while IFS= read -r l || [ -n "$l" ]; do
-		case $l in *"$pat"*) R=$p; break;; esac
-		l=
-	done <"$d/cmdline" 2>/dev/null
-	# Only an exec root (no parent in the container) can be the wrapper:
-	# a process that copied the marker into its own argv is not.
-	if [ -n "$R" ] && st "$R" && [ "$s_pp" = 0 ]; then break; fi
-	R=
-done
-[ -n "$R" ] || exit 0
-st "$R" || exit 0
-T0=$s_st
-k=0
-while [ "$k" -lt 100 ]; do
-	ps=
-	for d in /proc/[0-9]*; do
-		p=${d#/proc/}
-		case $p in 1|"$me") continue;; esac
-		st "$p" || continue
-		eval "pp_$p=$s_pp st_$p=$s_st"
-		ps="$ps $p"
-	done
-	list=
-	for p in $ps; do
-		q=$p; n=0; hit=
-		while [ "$n" -lt 4096 ]; do
-			if [ "$q" = "$R" ]; then hit=1; break; fi
-			eval "qp=\${pp_$q:-}"
-			[ -n "$qp" ] && [ "$qp" != 0 ] || break
-			if [ "$qp" = 1 ]; then
-				eval "qs=\${st_$q}"
-				[ "$qs" -ge "$T0" ] && hit=1
-				break
-			fi
-			q=$qp; n=$((n+1))
-		done
-		[ -n "$hit" ] && list="$list $p"
-	done
-	for p in $ps; do unset "pp_$p" "st_$p"; done
-	[ -n "$list" ] || exit 0
-	kill -STOP $list 2>/dev/null
-	kill -KILL $list 2>/dev/null
-	k=$((k+1))
-done
-exit 1
-`
-
-// oomLine is how the wrapper marks an out-of-memory kill (documented in
-// package sandbox).
-const oomLine = "stockade: killed: out of memory"
 
 // Exec implements sandbox.Sandbox.
 func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	if strings.IndexByte(req.Command, 0) >= 0 {
 		return sandbox.ExecResult{}, fmt.Errorf("docker: command holds a NUL byte")
 	}
-	marker := container.RandomHex(8)
-	cmd := []string{"/bin/sh", "-c", execShell, "stockade-exec", marker, req.Command}
-	execID, err := b.p.eng.ExecCreate(ctx, b.id, dockerapi.ExecConfig{Cmd: cmd, User: b.user(), WorkingDir: b.workdir, AttachStdout: true, AttachStderr: true})
+	res, err := b.exec(ctx, container.ExecSpec{
+		Argv: []string{"/bin/sh", "-c", req.Command}, User: b.user(), Dir: b.workdir,
+		Timeout: req.Timeout, OutputCap: sandbox.MaxOutputBytes,
+	})
 	if err != nil {
-		return sandbox.ExecResult{}, b.execErr(err)
+		return sandbox.ExecResult{}, err
 	}
-	stdout, stderr := dockerapi.NewBuffer(sandbox.MaxOutputBytes), dockerapi.NewBuffer(sandbox.MaxOutputBytes)
-	// The stream runs on its own context: ending it early would leave the
-	// command running unseen, so it ends only after a kill.
-	sctx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelStream()
-	done := make(chan error, 1)
-	go func() { done <- b.p.eng.ExecStart(sctx, execID, stdout, stderr) }()
-	var deadline <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		deadline = t.C
-	}
-	var timedOut, cancelled bool
-	select {
-	case err = <-done:
-	case <-deadline:
-		timedOut = true
-	case <-ctx.Done():
-		cancelled = true
-	}
-	if timedOut || cancelled {
-		if !b.kill(ctx, marker) {
-			b.restart(ctx)
-		}
-		// The stream ends once the wrapper is dead. If it does not, the
-		// command escaped the killer (it tampered with the wrapper, say):
-		// the restart is the backstop that keeps the timeout a guarantee.
-		if !waitDone(done, &err, streamGrace) {
-			b.restart(ctx)
-			if !waitDone(done, &err, streamGrace) {
-				cancelStream()
-				err = <-done
-			}
-		}
-	}
-	if cancelled {
-		return sandbox.ExecResult{}, fmt.Errorf("docker: exec in %s: %w", b.name, ctx.Err())
-	}
-	if err != nil && !timedOut {
-		return sandbox.ExecResult{}, b.execErr(err)
-	}
-	code, ierr := b.exitCode(ctx, execID)
-	if ierr != nil {
-		if !timedOut {
-			return sandbox.ExecResult{}, ierr
-		}
-		code = 137
+	stderr := string(res.Stderr)
+	if res.OOMKilled && !strings.HasSuffix(stderr, container.OOMLine+"\n") {
+		// The wrapper's line passed the cap; the API promises it last.
+		stderr += container.OOMLine + "\n"
 	}
 	return sandbox.ExecResult{
-		ExitCode:  code,
-		Stdout:    stdout.String(),
-		Stderr:    stderr.String(),
-		TimedOut:  timedOut,
-		Truncated: stdout.Truncated() || stderr.Truncated(),
+		ExitCode:  res.ExitCode,
+		Stdout:    string(res.Stdout),
+		Stderr:    stderr,
+		TimedOut:  res.TimedOut,
+		Truncated: res.Truncated(),
 	}, nil
 }
 
-// waitDone waits up to d for the stream's end, storing its error.
-func waitDone(done <-chan error, err *error, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case *err = <-done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// kill runs the killer for the exec with marker, on its own budget, and
-// reports whether it succeeded.
-func (b *box) kill(ctx context.Context, marker string) bool {
-	start := time.Now()
-	log := b.p.log.With("container", b.name, "phase", "kill")
-	// Attempts share one budget: a killer that cannot start in it (every
-	// pid taken, the engine swamped) will not start in the next either.
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killerBudget)
-	defer cancel()
-	for attempt := 0; kctx.Err() == nil; attempt++ {
-		res, err := b.scriptArgv(kctx, []string{"/bin/sh", "-c", killShell, "stockade-kill", marker})
-		if err == nil && res.code == 0 {
-			log.Debug("killed", "dur", time.Since(start))
-			return true
-		}
-		log.Warn("killer failed", "attempt", attempt, "err", err, "code", res.code, "stderr", res.stderr)
-		if sleep(kctx, 100*time.Millisecond, false) != nil {
-			break
-		}
-	}
-	return false
-}
-
-// restart kills the container and starts it again, on its own budget: the
-// end of every process in it. Its volumes, and so its files, stay.
-func (b *box) restart(ctx context.Context) {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restartBudget)
-	defer cancel()
+// restart kills the container and starts it again: the end of every process
+// in it. Its volumes, and so its files, stay. Restarts of one container are
+// serialized, and a restart that happened after since (the start of the
+// Exec asking) already ended that Exec's command, so it is not repeated:
+// two Execs timing out together restart the sandbox once.
+func (b *box) restart(ctx context.Context, since time.Time) error {
+	mu := b.p.restartLock(b.id)
+	mu.Lock()
+	defer mu.Unlock()
 	log := b.p.log.With("container", b.name, "phase", "restart")
+	if c, err := b.p.eng.ContainerInspect(ctx, b.id); err == nil {
+		if t, err := time.Parse(time.RFC3339Nano, c.State.StartedAt); err == nil && t.After(since) && c.State.Running {
+			log.Debug("already restarted since the command started")
+			return nil
+		}
+	}
 	log.Warn("restarting the sandbox to end a command the killer could not")
-	if err := b.p.eng.ContainerKill(kctx, b.id, "SIGKILL"); err != nil && !errors.Is(err, dockerapi.ErrNotRunning) {
-		log.Error("kill container", "err", err)
+	if err := b.p.eng.ContainerKill(ctx, b.id, "KILL"); err != nil && !errors.Is(err, dockerapi.ErrNotRunning) {
+		return fmt.Errorf("docker: kill %s: %w", b.name, err)
 	}
-	if _, err := b.p.eng.ContainerWait(kctx, b.id, dockerapi.WaitNotRunning); err != nil {
-		log.Error("wait container", "err", err)
+	if _, err := b.p.eng.ContainerWait(ctx, b.id, dockerapi.WaitNotRunning); err != nil {
+		return fmt.Errorf("docker: wait %s: %w", b.name, err)
 	}
-	if err := b.start(kctx); err != nil {
-		log.Error("restart container", "err", err)
-	}
-}
-
-// scriptArgv runs argv as the sandbox user and returns its result.
-func (b *box) scriptArgv(ctx context.Context, argv []string) (scriptResult, error) {
-	id, err := b.p.eng.ExecCreate(ctx, b.id, dockerapi.ExecConfig{Cmd: argv, User: b.user(), WorkingDir: "/", AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		return scriptResult{code: -1}, err
-	}
-	errb := dockerapi.NewBuffer(4 << 10)
-	if err := b.p.eng.ExecStart(ctx, id, nil, errb); err != nil {
-		return scriptResult{code: -1}, err
-	}
-	code, err := b.exitCode(ctx, id)
-	return scriptResult{code: code, stderr: errb.String()}, err
+	return b.start(ctx)
 }
 
 // Destroy implements sandbox.Sandbox: it removes the container and its
@@ -378,4 +190,14 @@ func (b *box) scriptArgv(ctx context.Context, argv []string) (scriptResult, erro
 // idempotent.
 func (b *box) Destroy(ctx context.Context) error {
 	return b.p.remove(ctx, b.session, true)
+}
+
+// restartLocks serialize the restarts of each container (by engine ID)
+// within the process. Entries stay: only containers that ever needed a
+// restart have one.
+var restartLocks sync.Map
+
+func (p *Provider) restartLock(id string) *sync.Mutex {
+	mu, _ := restartLocks.LoadOrStore(id, new(sync.Mutex))
+	return mu.(*sync.Mutex)
 }

@@ -1,0 +1,419 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// The scripts of the exec engine. Both run under the container's /bin/sh.
+var (
+	//go:embed scripts/exec.sh
+	execScript string
+	//go:embed scripts/kill.sh
+	killScript string
+)
+
+// OOMLine is the last line of stderr of a command the kernel killed for
+// memory (exit status 137 while the memory cgroup's oom_kill counter moved).
+const OOMLine = "stockade: killed: out of memory"
+
+// Exit codes of kill.sh.
+const (
+	killDone     = 0 // nothing of the command is left
+	killNoTarget = 3 // no wrapper with the marker runs (yet, or any more)
+)
+
+// Budgets of the exec engine's own steps. Each runs on a context detached
+// from the caller's, so cancellation cannot skip them.
+const (
+	// DefaultExecCreateBudget bounds the exec create call.
+	DefaultExecCreateBudget = 30 * time.Second
+	// ExitGrace is how long a command may still run after its output stream
+	// ended (it closed its descriptors) before it is killed as lost.
+	ExitGrace = 10 * time.Second
+	// KillerBudget bounds the killer's attempts together: a killer that
+	// cannot start in it (every pid taken, the engine swamped) will not
+	// start later either.
+	KillerBudget = 6 * time.Second
+	// StreamGrace is how long the output stream may take to end after a
+	// kill before the next, harder step.
+	StreamGrace = 5 * time.Second
+	// BackstopBudget bounds the KillTree backstop (a container restart).
+	BackstopBudget = 30 * time.Second
+)
+
+// Errors of Exec. A command's own failure (exit status, timeout, OOM,
+// truncation) is never one of them: it is data in the Result.
+var (
+	// ErrNotRunning reports an exec into a container that is stopped or gone.
+	ErrNotRunning = errors.New("container: not running")
+	// ErrExecLost reports a command whose output stream ended (or broke)
+	// while it kept running; it was killed by the policy.
+	ErrExecLost = errors.New("container: exec lost")
+)
+
+// Policy is how Exec ends a command at its timeout, when ctx ends, or when
+// its output stream breaks or ends while it still runs.
+type Policy int
+
+const (
+	// KillContainer kills the whole container: nothing the command started
+	// can outlive it. The zero value, and the policy of containers that run
+	// one job (the toolchain's).
+	KillContainer Policy = iota
+	// KillTree kills the command's process tree (the killer exec, kill.sh)
+	// and keeps the container and its other commands; when the killer cannot
+	// (a fork bomb holds every pid) or the output stream is still open after
+	// it (something escaped the tree), ExecSpec.Backstop runs. Sessions use
+	// it.
+	KillTree
+)
+
+// ExecEngine is the part of the engine client Exec uses.
+type ExecEngine interface {
+	ExecCreate(ctx context.Context, containerID string, cfg dockerapi.ExecConfig) (string, error)
+	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
+	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
+	ContainerKill(ctx context.Context, id, signal string) error
+}
+
+// ExecSpec is one command to run in a running container.
+type ExecSpec struct {
+	Argv []string // the command; required; no NUL bytes
+	User string   // "uid:gid"; empty means NobodyUser; never root unless AsRoot
+	// AsRoot allows uid 0 (with the container's empty capability set): the
+	// backend's own setup, never a caller's command.
+	AsRoot bool
+	Dir    string            // working directory; empty means the container's
+	Env    map[string]string // added to the container's environment
+	// Timeout bounds the command from the exec's start; zero means only ctx.
+	Timeout time.Duration
+	// OutputCap is how many bytes of each stream to keep; the rest is
+	// counted and flagged. Zero means DefaultOutputCap.
+	OutputCap int64
+	Policy    Policy
+	// Backstop ends every process of the container when KillTree cannot end
+	// the command (it restarts the container, say). Required with KillTree.
+	// It runs on a context detached from the caller's, bounded by
+	// BackstopBudget, and must be safe to call from several Execs at once.
+	Backstop func(ctx context.Context) error
+	Logger   *slog.Logger // nil discards
+}
+
+// Exec runs s.Argv in the running container id under the wrapper
+// (scripts/exec.sh) and returns its exit code and capped output. At the
+// timeout, or when ctx ends, or when the stream breaks or ends while the
+// command still runs, the command is ended by s.Policy before Exec returns:
+// Exec never leaves a command running behind a returned error.
+//
+// Result.TimedOut says the timeout fired, Result.OOMKilled that the wrapper
+// saw the kernel kill the command for memory. An error wraps ErrNotRunning
+// (the container is stopped or gone), ErrExecLost, ctx.Err(), or the
+// engine's error.
+func Exec(ctx context.Context, eng ExecEngine, id string, s ExecSpec) (res Result, err error) {
+	if len(s.Argv) == 0 {
+		return res, fmt.Errorf("%w: exec without a command", ErrInvalidSpec)
+	}
+	for _, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return res, fmt.Errorf("%w: command argument holds a NUL byte", ErrInvalidSpec)
+		}
+	}
+	if s.Policy == KillTree && s.Backstop == nil {
+		return res, fmt.Errorf("%w: KillTree needs a Backstop", ErrInvalidSpec)
+	}
+	user := s.User
+	if user == "" {
+		user = NobodyUser
+	}
+	if uid, _, _ := strings.Cut(user, ":"); (uid == "0" || uid == "root") && !s.AsRoot {
+		return res, fmt.Errorf("%w: commands never run as root", ErrInvalidSpec)
+	}
+	env, err := envList(s.Env)
+	if err != nil {
+		return res, err
+	}
+	capBytes := s.OutputCap
+	if capBytes <= 0 {
+		capBytes = DefaultOutputCap
+	}
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	x := &execution{eng: eng, id: id, s: s, user: user, marker: RandomHex(8), log: log.With("container", id)}
+	res.ContainerID = id
+
+	argv := append([]string{"/bin/sh", "-c", execScript, "stockade-exec", x.marker}, s.Argv...)
+	t := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, DefaultExecCreateBudget)
+	x.execID, err = eng.ExecCreate(cctx, id, dockerapi.ExecConfig{Cmd: argv, Env: env, User: user, WorkingDir: s.Dir, AttachStdout: true, AttachStderr: true})
+	cancel()
+	res.Phases.Create = time.Since(t)
+	if err != nil {
+		if errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound) {
+			return res, fmt.Errorf("%w: %s: %v", ErrNotRunning, id, err)
+		}
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("container: exec in %s: %w", id, ctx.Err())
+		}
+		return res, fmt.Errorf("container: exec create in %s: %w", id, err)
+	}
+
+	// The stream runs on its own context: ending it early would leave the
+	// command running unseen, so it ends only after a kill.
+	stdout, stderr := dockerapi.NewBuffer(capBytes), &tailBuffer{Buffer: dockerapi.NewBuffer(capBytes)}
+	sctx, cancelStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelStream()
+	x.done = make(chan error, 1)
+	t = time.Now()
+	go func() { x.done <- eng.ExecStart(sctx, x.execID, stdout, stderr) }()
+	var deadline <-chan time.Time
+	if s.Timeout > 0 {
+		tm := time.NewTimer(s.Timeout)
+		defer tm.Stop()
+		deadline = tm.C
+	}
+	var timedOut, cancelled bool
+	var serr error
+	select {
+	case serr = <-x.done:
+		x.finished = true
+	case <-deadline:
+		timedOut = true
+	case <-ctx.Done():
+		cancelled = true
+	}
+	var code int
+	switch {
+	case timedOut || cancelled:
+		x.end(ctx, cancelStream)
+		code = x.exitCode(ctx, 137)
+	case serr != nil:
+		// The stream broke: the command may still run unseen.
+		x.end(ctx, cancelStream)
+		err = fmt.Errorf("%w: output stream of %s broke: %v", ErrExecLost, id, serr)
+	default:
+		var running bool
+		code, running, err = x.waitExit(ctx)
+		if running {
+			// It closed its output and kept going: it cannot be waited
+			// for, so it is ended like a timed-out command.
+			x.end(ctx, cancelStream)
+			err = fmt.Errorf("%w: %s still ran %v after its output ended", ErrExecLost, id, ExitGrace)
+		}
+	}
+	res.Phases.Wait = time.Since(t)
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.StdoutBytes, res.StderrBytes = stdout.Total(), stderr.Total()
+	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	res.ExitCode, res.TimedOut = code, timedOut
+	res.OOMKilled = code == 137 && stderr.endsWith(OOMLine+"\n")
+	if cancelled {
+		return res, fmt.Errorf("container: exec in %s: %w", id, ctx.Err())
+	}
+	if err != nil {
+		return res, err
+	}
+	log.Debug("exec done", "exit", code, "timedout", timedOut, "oom", res.OOMKilled, "dur", res.Phases.Wait)
+	return res, nil
+}
+
+// execution is one Exec's state for ending it.
+type execution struct {
+	eng          ExecEngine
+	id           string
+	s            ExecSpec
+	user, marker string
+	execID       string
+	done         chan error // the stream's end
+	finished     bool       // done was received
+	log          *slog.Logger
+}
+
+// waitDone waits up to d for the stream's end.
+func (x *execution) waitDone(d time.Duration) bool {
+	if x.finished {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-x.done:
+		x.finished = true
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// end ends the command by the policy and waits for its stream to close;
+// the stream is cut as the last resort.
+func (x *execution) end(ctx context.Context, cancelStream context.CancelFunc) {
+	switch x.s.Policy {
+	case KillTree:
+		if !x.killTree(ctx) || !x.waitDone(StreamGrace) {
+			// The killer could not run, or the stream is still open after
+			// it (the command tampered with the wrapper, say): the
+			// backstop makes the timeout a guarantee.
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), BackstopBudget)
+			x.log.Warn("the killer could not end a command; running the backstop")
+			if err := x.s.Backstop(bctx); err != nil {
+				x.log.Error("backstop failed", "err", err)
+			}
+			cancel()
+		}
+	default:
+		x.killContainer(ctx)
+	}
+	if !x.waitDone(StreamGrace) {
+		cancelStream()
+		x.waitDone(StreamGrace)
+	}
+}
+
+// killContainer SIGKILLs the container on its own budget.
+func (x *execution) killContainer(ctx context.Context) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultKillBudget)
+	defer cancel()
+	if err := x.eng.ContainerKill(kctx, x.id, "KILL"); err != nil && !errors.Is(err, dockerapi.ErrNotRunning) && !errors.Is(err, dockerapi.ErrNotFound) {
+		x.log.Warn("kill failed", "err", err)
+	}
+}
+
+// killTree runs the killer until it reports the command's tree gone, and
+// reports whether it did. A wrapper that is not running yet (the timeout
+// fired before the exec started) is waited for: the killer must end this
+// command, not report an empty success while it starts later. The stream's
+// end proves nothing here (a command can close its output and go on).
+func (x *execution) killTree(ctx context.Context) bool {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), KillerBudget)
+	defer cancel()
+	for attempt := 0; kctx.Err() == nil; attempt++ {
+		code, err := x.runKiller(kctx)
+		if err == nil && code == killDone {
+			return true
+		}
+		if err == nil && code == killNoTarget {
+			in, ierr := x.eng.ExecInspect(kctx, x.execID)
+			if ierr == nil && !in.Running && in.ExitCode != nil {
+				return true // the wrapper has ended: nothing is left to find
+			}
+			// Not started yet, or between the engine's start and its exec
+			// of /bin/sh: look again.
+			err = fmt.Errorf("wrapper not found yet (inspect: running %v, %v)", in.Running, ierr)
+		}
+		x.log.Debug("killer attempt failed", "attempt", attempt, "code", code, "err", err)
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-kctx.Done():
+		}
+	}
+	return false
+}
+
+// runKiller runs kill.sh for the marker as the command's user.
+func (x *execution) runKiller(ctx context.Context) (int, error) {
+	id, err := x.eng.ExecCreate(ctx, x.id, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", killScript, "stockade-kill", x.marker}, User: x.user, WorkingDir: "/", AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return -1, err
+	}
+	errb := dockerapi.NewBuffer(4 << 10)
+	if err := x.eng.ExecStart(ctx, id, nil, errb); err != nil {
+		return -1, err
+	}
+	in, err := x.eng.ExecInspect(ctx, id)
+	for err == nil && in.ExitCode == nil && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+		in, err = x.eng.ExecInspect(ctx, id)
+	}
+	if err != nil {
+		return -1, err
+	}
+	if in.ExitCode == nil {
+		return -1, ctx.Err()
+	}
+	if *in.ExitCode != killDone && *in.ExitCode != killNoTarget {
+		return *in.ExitCode, fmt.Errorf("killer: exit %d: %s", *in.ExitCode, strings.TrimSpace(errb.String()))
+	}
+	return *in.ExitCode, nil
+}
+
+// waitExit inspects the finished exec for its exit code, waiting up to
+// ExitGrace for the engine to record it (it may lag the stream's end);
+// running reports a command still running after that.
+func (x *execution) waitExit(ctx context.Context) (code int, running bool, err error) {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ExitGrace+DefaultKillBudget)
+	defer cancel()
+	limit := time.Now().Add(ExitGrace)
+	for {
+		in, err := x.eng.ExecInspect(ictx, x.execID)
+		if err != nil {
+			return -1, false, fmt.Errorf("container: inspect exec in %s: %w", x.id, err)
+		}
+		if !in.Running && in.ExitCode != nil {
+			return *in.ExitCode, false, nil
+		}
+		if time.Now().After(limit) {
+			return -1, true, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exitCode returns the killed exec's exit code, or def when the engine has
+// none to give.
+func (x *execution) exitCode(ctx context.Context, def int) int {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultKillBudget)
+	defer cancel()
+	for ictx.Err() == nil {
+		in, err := x.eng.ExecInspect(ictx, x.execID)
+		if err != nil {
+			return def
+		}
+		if !in.Running {
+			if in.ExitCode != nil {
+				return *in.ExitCode
+			}
+			return def // never started, or its container is gone
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return def
+}
+
+// tailBuffer is a capped Buffer that also remembers the last bytes written,
+// so the wrapper's OOM line is seen past the cap.
+type tailBuffer struct {
+	*dockerapi.Buffer
+	mu   sync.Mutex
+	tail []byte
+}
+
+const tailBytes = 128
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.tail = append(t.tail, p...)
+	if len(t.tail) > tailBytes {
+		t.tail = append(t.tail[:0:0], t.tail[len(t.tail)-tailBytes:]...)
+	}
+	t.mu.Unlock()
+	return t.Buffer.Write(p)
+}
+
+func (t *tailBuffer) endsWith(s string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.HasSuffix(t.tail, []byte(s))
+}

@@ -1,0 +1,71 @@
+# kill.sh kills what the exec whose wrapper carries marker $1 started. It
+# never forks, so it runs when the pids limit leaves room for one process.
+# It finds the wrapper R by "stockade-exec" followed by the marker in its
+# argv (read drops the NULs between arguments) among the exec roots (parent
+# 0: a process that copied the marker into its own argv is not one). Then,
+# up to 100 rounds, it stops and kills every live process whose ancestry
+# reaches R, or reaches PID 1 through an orphan that started no earlier than
+# R (a double-forked or setsid child), or through a parent that died
+# while the round scanned.
+# Exit codes: 0 a round found nothing left to kill; 3 no wrapper with the
+# marker is running (not started yet, or gone); 1 the rounds ran out.
+pat="stockade-exec$1"; me=$$; R=
+st() {
+	{ read -r s_l <"/proc/$1/stat"; } 2>/dev/null || return 1
+	set -- ${s_l##*) }
+	s_state=$1; s_pp=$2; s_st=${20}
+	[ "$s_state" != Z ] && [ "$s_state" != X ]
+}
+for d in /proc/[0-9]*; do
+	p=${d#/proc/}
+	[ "$p" = "$me" ] && continue
+	while IFS= read -r l || [ -n "$l" ]; do
+		case $l in *"$pat"*) R=$p; break;; esac
+		l=
+	done <"$d/cmdline" 2>/dev/null
+	if [ -n "$R" ] && st "$R" && [ "$s_pp" = 0 ]; then break; fi
+	R=
+done
+[ -n "$R" ] || exit 3
+st "$R" || exit 3
+T0=$s_st
+k=0
+while [ "$k" -lt 100 ]; do
+	ps=
+	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		case $p in 1|"$me") continue;; esac
+		st "$p" || continue
+		eval "pp_$p=$s_pp st_$p=$s_st"
+		ps="$ps $p"
+	done
+	list=
+	for p in $ps; do
+		q=$p; c=$p; n=0; hit=
+		while [ "$n" -lt 4096 ]; do
+			if [ "$q" = "$R" ]; then hit=1; break; fi
+			eval "qp=\${pp_$q:-}"
+			if [ -z "$qp" ]; then
+				# q died during the scan: its child c is as good as an
+				# orphan.
+				eval "qs=\${st_$c}"
+				[ "$qs" -ge "$T0" ] && hit=1
+				break
+			fi
+			[ "$qp" != 0 ] || break
+			if [ "$qp" = 1 ]; then
+				eval "qs=\${st_$q}"
+				[ "$qs" -ge "$T0" ] && hit=1
+				break
+			fi
+			c=$q; q=$qp; n=$((n+1))
+		done
+		[ -n "$hit" ] && list="$list $p"
+	done
+	for p in $ps; do unset "pp_$p" "st_$p"; done
+	[ -n "$list" ] || exit 0
+	kill -STOP $list 2>/dev/null
+	kill -KILL $list 2>/dev/null
+	k=$((k+1))
+done
+exit 1
