@@ -30,6 +30,10 @@ const (
 // too large, a git checkout without a commit, or an unsafe path in it.
 var ErrSnapshot = errors.New("toolchain: cannot snapshot source")
 
+// ErrTooLarge reports a source past MaxSnapshotFiles or MaxSnapshotBytes;
+// it comes with ErrSnapshot.
+var ErrTooLarge = errors.New("toolchain: source exceeds the snapshot bounds")
+
 // SnapshotOptions say what to take from a git checkout.
 type SnapshotOptions struct {
 	// Worktree takes the working tree, uncommitted and untracked (but not
@@ -44,19 +48,35 @@ type Snapshot struct {
 	Git      bool   // the source is the top of a git checkout
 	Commit   string // HEAD's commit ID when Git
 	Worktree bool   // the working tree was taken, not HEAD
+	// Uncommitted reports, when the committed tree was taken, that the
+	// working tree differs from it (changed, added or deleted files that
+	// git would commit; ignored files do not count): what was validated
+	// is not what the user sees.
+	Uncommitted bool
 	Files    int    // regular files copied
 	Bytes    int64  // their total size
 }
 
-// Snapshot copies src into a fresh snapshot directory of the run. When src
-// is the top directory of a git checkout it takes HEAD's committed tree
-// (read from the object database, so no filter, hook or fsmonitor the
-// repository configures runs), or with o.Worktree the working tree's
-// tracked and untracked files; otherwise it copies the directory. The
-// user's directory is only read. Symlinks are copied as symlinks, never
-// followed; special files and .git directories are skipped; file modes
-// become 0644 or 0755, directories 0755.
+// Snapshot copies src into a fresh snapshot directory of the run
+// (SnapshotTo).
 func (r *Runner) Snapshot(ctx context.Context, src string, o SnapshotOptions) (Snapshot, error) {
+	dst, err := r.mkdir("src", kindSnapshot)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return SnapshotTo(ctx, src, dst, o)
+}
+
+// SnapshotTo copies src into dst, an empty directory. When src is the top
+// directory of a git checkout it takes HEAD's committed tree (read from the
+// object database, so no filter, hook or fsmonitor the repository
+// configures runs) and reports whether the working tree differs from it,
+// or with o.Worktree the working tree's tracked and untracked files;
+// otherwise it copies the directory. The user's directory is only read.
+// Symlinks are copied as symlinks, never followed; special files and .git
+// directories are skipped; file modes become 0644 or 0755, directories
+// 0755.
+func SnapshotTo(ctx context.Context, src, dst string, o SnapshotOptions) (Snapshot, error) {
 	abs, err := filepath.Abs(src)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %v", ErrSnapshot, err)
@@ -64,25 +84,21 @@ func (r *Runner) Snapshot(ctx context.Context, src string, o SnapshotOptions) (S
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return Snapshot{}, fmt.Errorf("%w: %s is not a directory", ErrSnapshot, src)
 	}
-	dst, err := r.mkdir("src", kindSnapshot)
-	if err != nil {
-		return Snapshot{}, err
-	}
 	s := Snapshot{Dir: dst}
 	w := &treeWriter{}
 	if w.root, err = os.OpenRoot(dst); err != nil {
 		return s, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
 	defer w.root.Close()
-	if isGitTop(ctx, abs) {
+	if IsGitCheckout(ctx, abs) {
 		s.Git, s.Worktree = true, o.Worktree
 		if s.Commit, err = gitHead(ctx, abs); err != nil {
 			return s, err
 		}
 		if o.Worktree {
 			err = copyWorktree(ctx, abs, w)
-		} else {
-			err = copyCommit(ctx, abs, s.Commit, w)
+		} else if err = copyCommit(ctx, abs, s.Commit, w); err == nil {
+			s.Uncommitted, err = worktreeDiffers(ctx, abs, w.root)
 		}
 	} else {
 		err = copyTree(abs, dst, w)
@@ -174,10 +190,10 @@ func (w *treeWriter) count(size int64) error {
 	w.n++
 	w.bytes += size
 	if w.n > MaxSnapshotFiles {
-		return fmt.Errorf("%w: more than %d entries", ErrSnapshot, MaxSnapshotFiles)
+		return fmt.Errorf("%w: %w: more than %d entries", ErrSnapshot, ErrTooLarge, MaxSnapshotFiles)
 	}
 	if w.bytes > MaxSnapshotBytes {
-		return fmt.Errorf("%w: more than %d bytes", ErrSnapshot, int64(MaxSnapshotBytes))
+		return fmt.Errorf("%w: %w: more than %d bytes", ErrSnapshot, ErrTooLarge, int64(MaxSnapshotBytes))
 	}
 	return nil
 }
@@ -323,8 +339,9 @@ func gitOut(ctx context.Context, dir string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// isGitTop reports whether dir is the top directory of a git work tree.
-func isGitTop(ctx context.Context, dir string) bool {
+// IsGitCheckout reports whether dir is the top directory of a git work
+// tree, whose committed tree SnapshotTo takes.
+func IsGitCheckout(ctx context.Context, dir string) bool {
 	if _, err := os.Lstat(filepath.Join(dir, ".git")); err != nil {
 		return false
 	}
@@ -492,6 +509,117 @@ func copyWorktree(ctx context.Context, dir string, w *treeWriter) error {
 		}
 	}
 	return nil
+}
+
+// worktreeDiffers reports whether the working tree of the checkout dir
+// holds other files than the committed tree written below snap: the files
+// git would commit (tracked ones that still exist, untracked ones that are
+// not ignored), compared by type, executable bit, content and symlink
+// target. It reads files and runs only ls-files, which applies no filter
+// the repository configures (git status could run its clean filters).
+func worktreeDiffers(ctx context.Context, dir string, snap *os.Root) (bool, error) {
+	list, err := gitOut(ctx, dir, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--deduplicate")
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	src, err := os.OpenRoot(dir)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	defer src.Close()
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, "\x00") {
+		clean, ok := safeRel(name)
+		if !ok {
+			continue
+		}
+		fi, err := src.Lstat(clean)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted: the committed tree has it if it counts
+		}
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		}
+		if fi.IsDir() {
+			continue // a submodule's directory
+		}
+		seen[clean] = true
+		if same, err := sameEntry(src, snap, clean, fi); err != nil || !same {
+			return !same, err
+		}
+	}
+	// A committed file the working tree no longer has.
+	differs := false
+	err = fs.WalkDir(snap.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !seen[p] {
+			differs = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	return differs, nil
+}
+
+// sameEntry reports whether the working tree's name (fi, from src) equals
+// the snapshot's: same type, same executable bit, same bytes or target.
+func sameEntry(src, snap *os.Root, name string, fi fs.FileInfo) (bool, error) {
+	si, err := snap.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	switch {
+	case fi.Mode().Type() != si.Mode().Type():
+		return false, nil
+	case fi.Mode()&fs.ModeSymlink != 0:
+		a, err1 := src.Readlink(name)
+		b, err2 := snap.Readlink(name)
+		return err1 == nil && err2 == nil && a == b, nil
+	case !fi.Mode().IsRegular():
+		return false, nil // a fifo or device: never what was committed
+	case fi.Size() != si.Size() || (fi.Mode()&0o111 != 0) != (si.Mode()&0o111 != 0):
+		return false, nil
+	}
+	return sameContent(src, snap, name)
+}
+
+// sameContent compares the bytes of name in the two trees.
+func sameContent(a, b *os.Root, name string) (bool, error) {
+	fa, err := a.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	defer fa.Close()
+	fb, err := b.Open(name)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		if ea == io.EOF || ea == io.ErrUnexpectedEOF {
+			return eb == io.EOF || eb == io.ErrUnexpectedEOF, nil
+		}
+		if ea != nil {
+			return false, fmt.Errorf("%w: %v", ErrSnapshot, ea)
+		}
+		if eb != nil {
+			return false, fmt.Errorf("%w: %v", ErrSnapshot, eb)
+		}
+	}
 }
 
 // limitWriter keeps at most n bytes and then fails, so a runaway git

@@ -206,3 +206,66 @@ func TestSafeRel(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshot_Uncommitted: the snapshot of a committed tree says whether
+// the working tree differs from it in what git would commit; ignored
+// files do not count, and nothing the repository configures runs.
+func TestSnapshot_Uncommitted(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(dir string)
+		want   bool
+	}{
+		{"clean", func(string) {}, false},
+		{"ignored files", func(dir string) {
+			write(t, filepath.Join(dir, "x.out"), "ignored\n", 0o644)
+			os.Symlink("/", filepath.Join(dir, "node_modules"))
+		}, false},
+		{"same content rewritten", func(dir string) { write(t, filepath.Join(dir, "a.go"), "package m\n", 0o644) }, false},
+		{"changed file", func(dir string) { write(t, filepath.Join(dir, "a.go"), "package m // changed\n", 0o644) }, true},
+		{"untracked file", func(dir string) { write(t, filepath.Join(dir, "b.go"), "package m\n", 0o644) }, true},
+		{"deleted file", func(dir string) { os.Remove(filepath.Join(dir, "sub", "c.go")) }, true},
+		{"mode change", func(dir string) { os.Chmod(filepath.Join(dir, "a.go"), 0o755) }, true},
+		{"symlink retargeted", func(dir string) {
+			os.Remove(filepath.Join(dir, "link"))
+			os.Symlink("sub", filepath.Join(dir, "link"))
+		}, true},
+		{"file became a symlink", func(dir string) {
+			os.Remove(filepath.Join(dir, "a.go"))
+			os.Symlink("sub/c.go", filepath.Join(dir, "a.go"))
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pwned := filepath.Join(t.TempDir(), "pwned")
+			run(t, dir, "git", "init", "-q")
+			write(t, filepath.Join(dir, "go.mod"), "module m\n", 0o644)
+			write(t, filepath.Join(dir, "a.go"), "package m\n", 0o644)
+			write(t, filepath.Join(dir, "sub", "c.go"), "package sub\n", 0o644)
+			write(t, filepath.Join(dir, ".gitignore"), "*.out\nnode_modules\n", 0o644)
+			write(t, filepath.Join(dir, ".gitattributes"), "*.go filter=evil\n", 0o644)
+			os.Symlink("go.mod", filepath.Join(dir, "link"))
+			run(t, dir, "git", "add", ".")
+			run(t, dir, "git", "commit", "-q", "-m", "c")
+			run(t, dir, "git", "config", "filter.evil.clean", "touch "+pwned+"; cat")
+			run(t, dir, "git", "config", "core.fsmonitor", "touch "+pwned+"; true")
+			tc.change(dir)
+			s, err := SnapshotTo(context.Background(), dir, t.TempDir(), SnapshotOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Uncommitted != tc.want {
+				t.Errorf("Uncommitted = %v; want %v", s.Uncommitted, tc.want)
+			}
+			if _, err := os.Stat(pwned); err == nil {
+				t.Error("the repository's filter or fsmonitor ran")
+			}
+			if w, err := SnapshotTo(context.Background(), dir, t.TempDir(), SnapshotOptions{Worktree: true}); err != nil || w.Uncommitted {
+				t.Errorf("worktree snapshot: Uncommitted %v, %v; want false: the working tree is what is validated", w.Uncommitted, err)
+			}
+		})
+	}
+}
