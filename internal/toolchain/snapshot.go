@@ -53,8 +53,8 @@ type Snapshot struct {
 	// git would commit; ignored files do not count): what was validated
 	// is not what the user sees.
 	Uncommitted bool
-	Files    int    // regular files copied
-	Bytes    int64  // their total size
+	Files       int   // regular files copied
+	Bytes       int64 // their total size
 }
 
 // Snapshot copies src into a fresh snapshot directory of the run
