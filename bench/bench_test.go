@@ -180,7 +180,7 @@ func setup(t *testing.T) *suite {
 	}
 	s.tcfg = toolchain.Config{
 		Image: img.ID, FixtureProxy: proxy,
-		Limits: container.Limits{NanoCPUs: container.ClampCPUs(toolchain.DefaultNanoCPUs, ncpu)},
+		Limits: container.ToolchainLimits().Clamp(ncpu),
 		Owner:  owner, RunID: "bench-" + container.RandomHex(4), DataDirID: toolchain.DataDirID(dataDir),
 	}
 	s.modCache = s.dir777(filepath.Join(run, "modcache"))
@@ -477,23 +477,11 @@ type execer struct {
 }
 
 func (x execer) Exec(ctx context.Context, argv []string, timeout time.Duration) (validate.Output, error) {
-	eid, err := x.eng.ExecCreate(ctx, x.id, dockerapi.ExecConfig{Cmd: toolchain.TimeoutCmd(timeout, argv), User: toolchain.ContainerUser, AttachStdout: true, AttachStderr: true})
+	res, err := container.Exec(ctx, x.eng, x.id, container.ExecSpec{Argv: argv, User: toolchain.ContainerUser, Timeout: timeout, OutputCap: toolchain.DefaultOutputCap})
 	if err != nil {
 		return validate.Output{}, err
 	}
-	stdout, stderr := dockerapi.NewBuffer(toolchain.DefaultOutputCap), dockerapi.NewBuffer(toolchain.DefaultOutputCap)
-	if err := x.eng.ExecStart(ctx, eid, stdout, stderr); err != nil {
-		return validate.Output{}, err
-	}
-	st, err := x.eng.ExecInspect(ctx, eid)
-	if err != nil {
-		return validate.Output{}, err
-	}
-	out := validate.Output{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Truncated: stdout.Truncated() || stderr.Truncated(), ExitCode: -1}
-	if st.ExitCode != nil {
-		out.ExitCode = *st.ExitCode
-	}
-	return out, nil
+	return validate.Output{Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated(), ExitCode: res.ExitCode, TimedOut: res.TimedOut}, nil
 }
 
 // hostExecer runs a validation step with the host's go command.
@@ -780,11 +768,12 @@ func (s *suite) removeTree(d string) {
 	if os.RemoveAll(d) == nil {
 		return
 	}
-	res, err := container.Run(context.Background(), s.eng, container.Spec{
-		Image: s.img.ID, Cmd: []string{"sh", "-c", "rm -rf /d/* /d/.[!.]*"},
-		Mounts: []container.Mount{{Type: container.Bind, Source: d, Target: "/d", Writable: true}},
-		Labels: toolchain.Labels(s.tcfg, "cleanup"),
-	}, container.RunOptions{Timeout: 5 * time.Minute})
+	spec, err := container.ToolchainSpec(container.Scope{Owner: s.tcfg.Owner, Run: s.tcfg.RunID, DataDir: s.tcfg.DataDirID}, container.PurposeCleanup, s.img.ID, 5*time.Minute, []string{"sh", "-c", "rm -rf /d/* /d/.[!.]*"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: "/d", Writable: true})
+	res, err := container.Run(context.Background(), s.eng, spec, container.RunOptions{Timeout: 6 * time.Minute})
 	if err != nil || res.ExitCode != 0 {
 		s.t.Logf("cleanup of %s: %v %s", d, err, res.Stderr)
 	}

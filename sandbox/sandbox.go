@@ -75,6 +75,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
 )
 
 // Provider creates and manages sandboxes, one per session.
@@ -210,20 +211,22 @@ const (
 	// in bytes: 1 MiB.
 	MaxOutputBytes = 1 << 20
 	// DefaultCPUMillis is the CPU limit of a Hardening that sets none, in
-	// thousandths of a CPU: one CPU.
-	DefaultCPUMillis = 1000
+	// thousandths of a CPU: one CPU (container.SessionNanoCPUs, the one
+	// home of Stockade's limits).
+	DefaultCPUMillis = container.SessionNanoCPUs / 1_000_000
 	// DefaultPidsLimit is the process (and thread) limit of a Hardening
-	// that sets none. It is what stops a fork bomb.
-	DefaultPidsLimit = 256
+	// that sets none (container.SessionPidsLimit). It is what stops a fork
+	// bomb.
+	DefaultPidsLimit = container.SessionPidsLimit
 )
 
 // defaultMemoryBytes is the memory limit of a Hardening that sets none, in
 // bytes, without swap.
-const defaultMemoryBytes = 1 << 30
+const defaultMemoryBytes = container.SessionMemoryBytes
 
 // defaultRunAsUser is the uid (and gid) commands run as when
 // Hardening.RunAsUser is nil: "nobody", which owns nothing in any image.
-const defaultRunAsUser = 65534
+const defaultRunAsUser = container.UID
 
 // Errors callers branch on. Backends wrap them with the path or session.
 var (

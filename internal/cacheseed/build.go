@@ -110,14 +110,11 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 		return Meta{}, err
 	}
 
-	r := &runner{eng: eng, cfg: cfg, src: src, out: out, log: log}
-	r.cpus = cfg.Limits.NanoCPUs
-	if r.cpus <= 0 {
-		r.cpus = DefaultNanoCPUs
-		if in, ok := eng.(infoer); ok {
-			if info, err := in.Info(ctx); err == nil {
-				r.cpus = container.ClampCPUs(r.cpus, info.NCPU)
-			}
+	r := &runner{eng: eng, cfg: cfg, src: src, out: out, log: log, lim: cfg.Limits.Or(container.ToolchainLimits())}
+	if in, ok := eng.(container.Infoer); ok && cfg.Limits.NanoCPUs <= 0 {
+		var cpus container.CPUs
+		if lim, err := cpus.Clamp(ctx, in, r.lim); err == nil {
+			r.lim = lim
 		}
 	}
 
@@ -218,11 +215,15 @@ type runner struct {
 	eng      container.Engine
 	cfg      Config
 	src, out string
-	cpus     int64
+	lim      container.Limits // clamped to the engine's CPUs
 	log      *slog.Logger
 }
 
-func (r *runner) spec(s step) container.Spec {
+// spec is the named toolchain spec of a seed build step (purpose
+// container.PurposeSeedBuild), labelled with the data directory so a
+// crashed build's containers are reaped with it, and ended in the
+// container at the step's timeout.
+func (r *runner) spec(s step) (container.Spec, error) {
 	env := map[string]string{
 		"GOCACHE":     buildCache,
 		"GOTOOLCHAIN": "local",
@@ -246,32 +247,31 @@ func (r *runner) spec(s step) container.Spec {
 			env[k] = v
 		}
 	}
-	lim := r.cfg.Limits
-	lim.NanoCPUs = r.cpus
-	if lim.MemoryBytes <= 0 {
-		lim.MemoryBytes = DefaultMemoryBytes
+	spec, err := container.ToolchainSpec(r.cfg.scope(), container.PurposeSeedBuild, r.cfg.Image, s.timeout, s.args)
+	if err != nil {
+		return spec, err
 	}
-	return container.Spec{
-		Image:   r.cfg.Image,
-		Cmd:     s.args,
-		Env:     env,
-		Workdir: s.dir,
-		Mounts: []container.Mount{
-			{Type: container.Bind, Source: r.src, Target: srcTarget},
-			{Type: container.Bind, Source: r.out, Target: outTarget, Writable: true},
-			{Type: container.Tmpfs, Target: "/tmp", Exec: true, SizeBytes: tmpfsBytes},
-		},
-		Limits: lim,
-		Labels: r.cfg.labels(),
-		Init:   true,
+	for k, v := range r.cfg.Labels {
+		if _, set := spec.Labels[k]; !set {
+			spec.Labels[k] = v
+		}
 	}
+	spec.Env, spec.Workdir, spec.Limits = env, s.dir, r.lim
+	spec.Mounts = append(spec.Mounts,
+		container.Mount{Type: container.Bind, Source: r.src, Target: srcTarget},
+		container.Mount{Type: container.Bind, Source: r.out, Target: outTarget, Writable: true})
+	return spec, nil
 }
 
 func (r *runner) run(ctx context.Context, s step) (container.Result, error) {
+	spec, err := r.spec(s)
+	if err != nil {
+		return container.Result{}, fmt.Errorf("cacheseed: %s: %w", s.name, err)
+	}
 	t := time.Now()
-	res, err := container.Run(ctx, r.eng, r.spec(s), container.RunOptions{
+	res, err := container.Run(ctx, r.eng, spec, container.RunOptions{
 		Name:      container.RandomName("seed"),
-		Timeout:   s.timeout,
+		Timeout:   s.timeout + hostGrace,
 		OutputCap: listCap,
 		Logger:    r.log,
 	})
@@ -489,7 +489,7 @@ func removeBuild(ctx context.Context, eng container.Engine, cfg Config, work str
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	r := &runner{eng: eng, cfg: cfg, src: filepath.Join(work, "src"), out: filepath.Join(work, "out"), cpus: container.DefaultNanoCPUs, log: log}
+	r := &runner{eng: eng, cfg: cfg, src: filepath.Join(work, "src"), out: filepath.Join(work, "out"), lim: container.ToolchainLimits().Clamp(1), log: log}
 	if _, err := r.run(ctx, step{name: "clean", dir: "/", args: []string{"go", "clean", "-cache"}, timeout: time.Minute}); err != nil {
 		log.Warn("seed build cleanup failed", "err", err)
 	}

@@ -53,7 +53,6 @@ import (
 
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
-	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
 // progSource is the GOCACHEPROG program, built inside the toolchain image.
@@ -95,16 +94,9 @@ const (
 	// another process's lock included. A build cut short resumes from
 	// where it stopped on the next Ensure.
 	DefaultBuildTimeout = 60 * time.Minute
-	// DefaultNanoCPUs is the seed container's CPU limit when Config.Limits
-	// leaves it zero: two CPUs, clamped to what the engine has.
-	DefaultNanoCPUs = 2_000_000_000
-	// DefaultMemoryBytes is the seed container's memory when Config.Limits
-	// leaves it zero: vetting the largest standard packages needs more than
-	// container.DefaultMemoryBytes.
-	DefaultMemoryBytes = 3 << 30
-	// tmpfsBytes sizes the seed container's /tmp: the go command's work
-	// directory and the linked test binary.
-	tmpfsBytes = 1 << 30
+	// hostGrace is how much longer than a step's in-container timeout the
+	// host waits before it kills the container itself.
+	hostGrace = 10 * time.Second
 	// listCap bounds the output of `go list std`, in bytes.
 	listCap = 1 << 20
 )
@@ -191,11 +183,11 @@ type Config struct {
 	// Owner and Run fill label.Owner and label.Run on the seed containers,
 	// so a sweep can find them; empty Owner means "cacheseed".
 	Owner, Run string
-	// Labels are added to the seed containers' labels (label.DataDir, for
-	// one); they cannot replace Managed, Owner, Kind, Run or Profile.
+	// Labels are added to the seed containers' labels; they cannot replace
+	// Stockade's own (the data directory's ID among them).
 	Labels map[string]string
-	// Limits of the seed container; zero fields take DefaultNanoCPUs,
-	// DefaultMemoryBytes and container.DefaultPidsLimit.
+	// Limits of the seed container; zero fields take
+	// container.ToolchainLimits (CPUs clamped to the engine's).
 	Limits container.Limits
 	// Timeout bounds the build; 0 means DefaultBuildTimeout.
 	Timeout time.Duration
@@ -374,25 +366,14 @@ func goMinor(v string) (major, minor int, ok bool) {
 	return maj, min, true
 }
 
-// labels are the labels of the seed containers.
-func (cfg Config) labels() map[string]string {
-	owner := cfg.Owner
+// scope is whose the seed containers are: their labels.
+func (cfg Config) scope() container.Scope {
+	owner, run := cfg.Owner, cfg.Run
 	if owner == "" {
 		owner = "cacheseed"
 	}
-	l := label.Base(owner, label.KindToolchain)
-	for k, v := range cfg.Labels {
-		l[k] = v
+	if run == "" {
+		run = "seed"
 	}
-	l[label.Managed], l[label.Owner], l[label.Kind] = label.ManagedValue, owner, label.KindToolchain
-	if cfg.Run != "" {
-		l[label.Run] = cfg.Run
-	}
-	l[label.Profile] = "seed"
-	return l
-}
-
-// infoer is the optional part of an engine Ensure uses to clamp its CPUs.
-type infoer interface {
-	Info(ctx context.Context) (dockerapi.Info, error)
+	return container.Scope{Owner: owner, Run: run, DataDir: label.DataDirID(cfg.DataDir)}
 }

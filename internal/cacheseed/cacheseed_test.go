@@ -264,16 +264,17 @@ func runIn(t testing.TB, es *engineSeed, fresh Fresh, src string, argv ...string
 	for k, v := range fresh.Env("/cache") {
 		env[k] = v
 	}
-	mounts := append(fresh.Mounts("/cache"), container.Mount{Type: container.Tmpfs, Target: "/tmp", Exec: true})
-	workdir := "/tmp"
-	if src != "" {
-		mounts = append(mounts, container.Mount{Type: container.Bind, Source: src, Target: "/src"})
-		workdir = "/src"
+	spec, err := container.ToolchainSpec(es.cfg.scope(), "test", es.img.ID, 10*time.Minute, argv)
+	if err != nil {
+		t.Fatal(err)
 	}
-	res, err := container.Run(context.Background(), es.eng, container.Spec{
-		Image: es.img.ID, Cmd: argv, Env: env, Workdir: workdir, Mounts: mounts,
-		Labels: es.cfg.labels(), Init: true,
-	}, container.RunOptions{Timeout: 10 * time.Minute})
+	spec.Env = env
+	spec.Mounts = append(spec.Mounts, fresh.Mounts("/cache")...)
+	if src != "" {
+		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: src, Target: "/src"})
+		spec.Workdir = "/src"
+	}
+	res, err := container.Run(context.Background(), es.eng, spec, container.RunOptions{Timeout: 11 * time.Minute})
 	if err != nil {
 		t.Fatalf("%v: %v", argv, err)
 	}

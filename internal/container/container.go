@@ -19,18 +19,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
-// Default limits, applied when a Limits field is zero.
+// Names and sizes every container shares.
 const (
-	DefaultNanoCPUs    = 1_000_000_000 // one CPU, in billionths of a CPU
-	DefaultMemoryBytes = 1 << 30       // 1 GiB of memory, no swap
-	DefaultPidsLimit   = 256           // processes and threads
 	// DefaultTmpfsBytes is the size of a tmpfs whose SizeBytes is zero.
 	DefaultTmpfsBytes = 512 << 20
-	// NobodyUser is the user containers run as when Spec.User is empty.
-	NobodyUser = "65534:65534"
 	// NamePrefix starts the name of every container Stockade creates, so a
 	// leak is easy to spot with docker ps.
 	NamePrefix = "stockade-"
@@ -38,13 +34,6 @@ const (
 
 // ErrInvalidSpec reports a Spec that cannot be made into a safe container.
 var ErrInvalidSpec = errors.New("container: invalid spec")
-
-// Limits are the container's resource limits. A zero field takes its default.
-type Limits struct {
-	NanoCPUs    int64 // billionths of a CPU; 0 means DefaultNanoCPUs
-	MemoryBytes int64 // bytes, swap disabled; 0 means DefaultMemoryBytes
-	PidsLimit   int64 // 0 means DefaultPidsLimit
-}
 
 // MountType is how a Mount is made.
 type MountType string
@@ -113,6 +102,9 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	if err != nil {
 		return dockerapi.ContainerConfig{}, err
 	}
+	if s.Labels[label.Managed] != label.ManagedValue || s.Labels[label.Owner] == "" || s.Labels[label.Kind] == "" {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: no Stockade labels (managed, owner, kind): start from a named spec", ErrInvalidSpec)
+	}
 	user := s.User
 	if user == "" {
 		user = NobodyUser
@@ -131,7 +123,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	if stop <= 0 {
 		stop = 1
 	}
-	lim := s.Limits.withDefaults()
+	lim := s.Limits.Or(SessionLimits())
 	pids := lim.PidsLimit
 	init := s.Init
 	cfg := dockerapi.ContainerConfig{
@@ -161,6 +153,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			// container prints is written to the host's disk.
 			LogConfig: &dockerapi.LogConfig{Type: "none"},
 			ShmSize:   64 << 20,
+			Ulimits:   ulimits(),
 		},
 	}
 	seen := map[string]bool{}
@@ -217,28 +210,6 @@ func (m Mount) tmpfsOptions() string {
 		opts = append(opts, "noexec")
 	}
 	return strings.Join(opts, ",")
-}
-
-func (l Limits) withDefaults() Limits {
-	if l.NanoCPUs <= 0 {
-		l.NanoCPUs = DefaultNanoCPUs
-	}
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = DefaultMemoryBytes
-	}
-	if l.PidsLimit <= 0 {
-		l.PidsLimit = DefaultPidsLimit
-	}
-	return l
-}
-
-// ClampCPUs bounds nanoCPUs to what an engine with ncpu CPUs can give; the
-// engine refuses a NanoCPUs above its CPU count.
-func ClampCPUs(nanoCPUs int64, ncpu int) int64 {
-	if max := int64(ncpu) * 1_000_000_000; ncpu > 0 && nanoCPUs > max {
-		return max
-	}
-	return nanoCPUs
 }
 
 // envList renders env sorted, refusing names the engine would misread.

@@ -5,10 +5,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigLockedDownByDefault(t *testing.T) {
-	cfg, err := Spec{Image: "img"}.Config()
+	cfg, err := Spec{Image: "img", Labels: testLabels}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +26,14 @@ func TestConfigLockedDownByDefault(t *testing.T) {
 	if cfg.User != NobodyUser {
 		t.Errorf("User = %q; want %q", cfg.User, NobodyUser)
 	}
-	if h.Memory != DefaultMemoryBytes || h.MemorySwap != h.Memory || h.NanoCPUs != DefaultNanoCPUs || h.PidsLimit == nil || *h.PidsLimit != DefaultPidsLimit {
+	if h.Memory != SessionMemoryBytes || h.MemorySwap != h.Memory || h.NanoCPUs != SessionNanoCPUs || h.PidsLimit == nil || *h.PidsLimit != SessionPidsLimit {
 		t.Errorf("limits = mem %d swap %d cpu %d pids %v", h.Memory, h.MemorySwap, h.NanoCPUs, h.PidsLimit)
 	}
 	if len(cfg.Env) != 0 {
 		t.Errorf("Env = %v; want empty", cfg.Env)
+	}
+	if !reflect.DeepEqual(h.Ulimits, ulimits()) || len(h.Ulimits) == 0 {
+		t.Errorf("Ulimits = %v; want %v", h.Ulimits, ulimits())
 	}
 }
 
@@ -43,6 +47,7 @@ func TestConfigMountsAndEnv(t *testing.T) {
 			{Type: Tmpfs, Target: "/tmp", Exec: true},
 		},
 		Network: "bridge",
+		Labels:  testLabels,
 	}
 	cfg, err := s.Config()
 	if err != nil {
@@ -66,7 +71,9 @@ func TestConfigMountsAndEnv(t *testing.T) {
 
 func TestConfigRefuses(t *testing.T) {
 	for name, s := range map[string]Spec{
-		"no image":        {},
+		"no image":        {Labels: testLabels},
+		"no labels":       {Image: "i"},
+		"foreign labels":  {Image: "i", Labels: map[string]string{"io.stockade.owner": "x"}},
 		"root user":       {Image: "i", User: "0:0"},
 		"root name":       {Image: "i", User: "root"},
 		"host network":    {Image: "i", Network: "host"},
@@ -90,16 +97,74 @@ func TestConfigRefuses(t *testing.T) {
 	}
 }
 
-func TestClampCPUs(t *testing.T) {
+func TestLimits(t *testing.T) {
 	for _, tc := range []struct {
-		nano int64
-		ncpu int
-		want int64
+		l, def, want Limits
+		ncpu         int
 	}{
-		{4e9, 2, 2e9}, {1e9, 2, 1e9}, {5e8, 0, 5e8},
+		{Limits{NanoCPUs: 4e9}, SessionLimits(), Limits{2e9, SessionMemoryBytes, SessionPidsLimit}, 2},
+		{Limits{NanoCPUs: 1e9, PidsLimit: 7}, ToolchainLimits(), Limits{1e9, ToolchainMemoryBytes, 7}, 2},
+		{Limits{}, ToolchainLimits(), ToolchainLimits(), 0},
+		{Limits{MemoryBytes: -1}, SessionLimits(), SessionLimits(), 8},
 	} {
-		if got := ClampCPUs(tc.nano, tc.ncpu); got != tc.want {
-			t.Errorf("ClampCPUs(%d, %d) = %d; want %d", tc.nano, tc.ncpu, got, tc.want)
+		if got := tc.l.Or(tc.def).Clamp(tc.ncpu); got != tc.want {
+			t.Errorf("%+v.Or(%+v).Clamp(%d) = %+v; want %+v", tc.l, tc.def, tc.ncpu, got, tc.want)
 		}
 	}
 }
+
+func TestToolchainSpec(t *testing.T) {
+	sc := Scope{Owner: "o", Run: "r", DataDir: "d"}
+	s, err := ToolchainSpec(sc, PurposeProbe, "img", 90*time.Second, []string{"ls"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"io.stockade.managed": "true", "io.stockade.owner": "o", "io.stockade.kind": "toolchain", "io.stockade.run": "r", "io.stockade.datadir": "d", "io.stockade.profile": "probe"}
+	if !reflect.DeepEqual(cfg.Labels, want) {
+		t.Errorf("labels = %v; want %v", cfg.Labels, want)
+	}
+	if strings.Join(cfg.Cmd, " ") != "timeout -s KILL 90 ls" || cfg.User != NobodyUser || *cfg.HostConfig.PidsLimit != ToolchainPidsLimit {
+		t.Errorf("cmd %q user %q pids %d", cfg.Cmd, cfg.User, *cfg.HostConfig.PidsLimit)
+	}
+	for _, bad := range []Scope{{Run: "r", DataDir: "d"}, {Owner: "o", DataDir: "d"}, {Owner: "o", Run: "r"}} {
+		if _, err := ToolchainSpec(bad, PurposeProbe, "img", time.Minute, []string{"ls"}); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("scope %+v: %v; want ErrInvalidSpec", bad, err)
+		}
+	}
+	if _, err := ToolchainSpec(sc, PurposeProbe, "img", 0, []string{"ls"}); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("no lifetime: %v; want ErrInvalidSpec", err)
+	}
+}
+
+func TestSessionSpec(t *testing.T) {
+	s := SessionSpec("o", "s1", 1000)
+	s.Image = "img"
+	cfg, err := s.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Labels["io.stockade.session"] != "s1" || cfg.Labels["io.stockade.kind"] != "session" || cfg.User != "1000:1000" || *cfg.HostConfig.PidsLimit != SessionPidsLimit {
+		t.Errorf("labels %v user %q", cfg.Labels, cfg.User)
+	}
+}
+
+func TestTimeoutCmd(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "timeout -s KILL 1 go test"},
+		{1500 * time.Millisecond, "timeout -s KILL 2 go test"},
+		{time.Minute, "timeout -s KILL 60 go test"},
+	} {
+		if got := strings.Join(TimeoutCmd(tt.d, []string{"go", "test"}), " "); got != tt.want {
+			t.Errorf("TimeoutCmd(%v) = %q; want %q", tt.d, got, tt.want)
+		}
+	}
+}
+
+var testLabels = map[string]string{"io.stockade.managed": "true", "io.stockade.owner": "test", "io.stockade.kind": "probe"}

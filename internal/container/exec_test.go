@@ -29,7 +29,9 @@ func started(t *testing.T, c *dockerapi.Client, s container.Spec) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.ContainerRemove(context.Background(), id, dockerapi.RemoveOptions{Force: true, Volumes: true}) })
+	t.Cleanup(func() {
+		c.ContainerRemove(context.Background(), id, dockerapi.RemoveOptions{Force: true, Volumes: true})
+	})
 	if err := c.ContainerStart(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func run(t *testing.T, c *dockerapi.Client, id string, timeout time.Duration, ar
 		Env:    map[string]string{"HOME": "/tmp", "GOCACHE": "/tmp/gocache", "GOFLAGS": "-mod=mod", "GOPROXY": "off"},
 		Labels: label.Base(enginetest.Owner(t), label.KindProbe),
 		Mounts: []container.Mount{{Type: container.Tmpfs, Target: "/tmp", Exec: true, SizeBytes: 1 << 30}},
-		Limits: container.Limits{NanoCPUs: container.ClampCPUs(4_000_000_000, info.NCPU), MemoryBytes: 2 << 30},
+		Limits: container.Limits{NanoCPUs: 4_000_000_000, MemoryBytes: 2 << 30}.Clamp(info.NCPU),
 	}
 	res, err := container.Run(ctx, c, s, container.RunOptions{Timeout: timeout})
 	if err != nil {

@@ -6,6 +6,12 @@
 // for toolchain runs, the DataDir) of the caller.
 package label
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+)
+
 const (
 	// Managed marks an object as created by Stockade; its value is ManagedValue.
 	Managed = "io.stockade.managed"
@@ -40,4 +46,13 @@ const (
 // Base returns the labels every object Stockade creates carries.
 func Base(owner, kind string) map[string]string {
 	return map[string]string{Managed: ManagedValue, Owner: owner, Kind: kind}
+}
+
+// DataDirID returns the short hash that labels the containers of runs using
+// the data directory dir (DataDir): hex of the SHA-256 of the cleaned path,
+// 16 digits. dir should be absolute with symlinks resolved, so that two
+// spellings of one directory get one ID.
+func DataDirID(dir string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
+	return hex.EncodeToString(sum[:8])
 }

@@ -2,8 +2,6 @@ package toolchain
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/label"
 )
 
 // The data directory holds everything a run mounts. It is owner-only
@@ -83,14 +82,9 @@ func (e *LockedError) Error() string {
 // Is matches ErrLocked.
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
-// DataDirID returns the short hash that labels the containers of runs using
-// dir (label.DataDir): hex of the SHA-256 of the absolute path, 16 digits.
-// dir should be what PrepareDataDir returned, so that two spellings of one
-// directory get one ID.
-func DataDirID(dir string) string {
-	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
-	return hex.EncodeToString(sum[:8])
-}
+// DataDirID is label.DataDirID: the label of the containers of runs using
+// dir. dir should be what PrepareDataDir returned.
+func DataDirID(dir string) string { return label.DataDirID(dir) }
 
 // PrepareDataDir returns dir ready for a run: absolute, symlinks
 // resolved, mode 0700, marked with MarkerFile. A missing dir is created

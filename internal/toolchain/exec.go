@@ -82,11 +82,12 @@ func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*C
 	if err := r.checkJob(&job); err != nil {
 		return nil, err
 	}
-	spec, err := NewSpec(r.cfg, job)
+	main := job
+	main.Timeout = lifetime // the in-container timeout of the sleep
+	spec, err := NewSpec(r.cfg, main)
 	if err != nil {
 		return nil, err
 	}
-	spec.Cmd = TimeoutCmd(lifetime, job.Cmd)
 	cfg, err := spec.Config()
 	if err != nil {
 		return nil, err

@@ -77,22 +77,18 @@ func (r *Runner) Probe(ctx context.Context, extra ...string) error {
 		defer os.Remove(p)
 	}
 	const base = "/probe"
-	spec := container.Spec{
-		Image:   r.cfg.Image,
-		Env:     map[string]string{"PATH": PathEnv},
-		User:    ContainerUser,
-		Workdir: TmpDir,
-		Init:    true,
-		Labels:  Labels(r.cfg, "probe"),
-		Mounts:  []container.Mount{{Type: container.Tmpfs, Target: TmpDir}},
-	}
 	args := []string{"ls", "-1d"}
-	for i, d := range dirs {
-		t := fmt.Sprintf("%s/%d", base, i)
-		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: t})
-		args = append(args, t+"/"+marker)
+	for i := range dirs {
+		args = append(args, fmt.Sprintf("%s/%d/%s", base, i, marker))
 	}
-	spec.Cmd = TimeoutCmd(probeTimeout, args)
+	spec, err := container.ToolchainSpec(scopeOf(r.cfg), container.PurposeProbe, r.cfg.Image, probeTimeout, args)
+	if err != nil {
+		return fmt.Errorf("toolchain: probe: %w", err)
+	}
+	spec.Env = map[string]string{"PATH": PathEnv}
+	for i, d := range dirs {
+		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: fmt.Sprintf("%s/%d", base, i)})
+	}
 	o := r.runOptions("probe", probeTimeout)
 	o.OutputCap = 1 << 20
 	res, err := container.Run(ctx, r.eng, spec, o)

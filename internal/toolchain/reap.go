@@ -181,16 +181,11 @@ func (r *Runner) removeInContainer(ctx context.Context, dirs []string) error {
 		return errors.New("nothing the container user could remove")
 	}
 	const target = "/cleanup"
-	spec := container.Spec{
-		Image:   r.cfg.Image,
-		Cmd:     TimeoutCmd(cleanupTimeout, []string{"sh", "-c", cleanupScript}),
-		Env:     map[string]string{"PATH": PathEnv, "HOME": TmpDir},
-		User:    ContainerUser,
-		Workdir: TmpDir,
-		Init:    true,
-		Labels:  Labels(r.cfg, "cleanup"),
-		Mounts:  []container.Mount{{Type: container.Tmpfs, Target: TmpDir}},
+	spec, err := container.ToolchainSpec(scopeOf(r.cfg), container.PurposeCleanup, r.cfg.Image, cleanupTimeout, []string{"sh", "-c", cleanupScript})
+	if err != nil {
+		return err
 	}
+	spec.Env = map[string]string{"PATH": PathEnv, "HOME": TmpDir}
 	for i, d := range dirs {
 		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: fmt.Sprintf("%s/%d", target, i), Writable: true})
 	}

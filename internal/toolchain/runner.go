@@ -165,9 +165,9 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 		r.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if info, err := eng.Info(ctx); err == nil && info.NCPU > 0 {
-		r.cfg.Limits = limitsOf(r.cfg)
-		r.cfg.Limits.NanoCPUs = container.ClampCPUs(r.cfg.Limits.NanoCPUs, info.NCPU)
+	var cpus container.CPUs
+	if lim, err := cpus.Clamp(ctx, eng, r.cfg.Limits.Or(container.ToolchainLimits())); err == nil {
+		r.cfg.Limits = lim
 	}
 	if n, err := Reap(ctx, eng, dir); err != nil {
 		return fail(err)

@@ -28,13 +28,11 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
-	"github.com/stockade/stockade/internal/label"
 )
 
 // Profile is what a container is for; it decides its mounts, network and
@@ -94,16 +92,6 @@ const (
 	// HostGrace is how much longer the host waits than the in-container
 	// timeout before it kills the container itself.
 	HostGrace = 10 * time.Second
-	// DefaultMemoryBytes is the memory limit, including the /tmp tmpfs the
-	// kernel charges to the container: the toolchain links test binaries.
-	DefaultMemoryBytes = 3 << 30
-	// DefaultNanoCPUs is two CPUs, clamped to what the engine has.
-	DefaultNanoCPUs = 2_000_000_000
-	// DefaultPidsLimit bounds processes and threads: go test runs a
-	// compiler per package and a test binary per package in parallel.
-	DefaultPidsLimit = 1024
-	// TmpBytes is the size of the /tmp tmpfs.
-	TmpBytes = 1 << 30
 	// DefaultOutputCap is how much of each of stdout and stderr a command
 	// keeps, in bytes; the rest is counted and flagged as truncated.
 	DefaultOutputCap = 16 << 20
@@ -184,7 +172,7 @@ type Config struct {
 	// scanner and its database.
 	ScanTools, ScanVulnDB string
 	// Limits are each container's resource limits; a zero field takes
-	// DefaultNanoCPUs, DefaultMemoryBytes or DefaultPidsLimit.
+	// container.ToolchainLimits.
 	Limits container.Limits
 	// Timeout bounds each command (and a long-lived container's life) when
 	// the Job does not; zero means DefaultTimeout.
@@ -395,18 +383,11 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 	if err := checkJob(cfg, job); err != nil {
 		return container.Spec{}, err
 	}
-	timeout := timeoutOf(cfg, job)
-	s := container.Spec{
-		Image:    cfg.Image,
-		Cmd:      TimeoutCmd(timeout, job.Cmd),
-		Env:      Env(job.Profile, cfg),
-		User:     ContainerUser,
-		Workdir:  job.Dir,
-		Limits:   limitsOf(cfg),
-		Init:     true,
-		Hostname: "stockade",
-		Labels:   Labels(cfg, job.Profile),
+	s, err := container.ToolchainSpec(scopeOf(cfg), string(job.Profile), cfg.Image, timeoutOf(cfg, job), job.Cmd)
+	if err != nil {
+		return container.Spec{}, err
 	}
+	s.Env, s.Workdir, s.Limits = Env(job.Profile, cfg), job.Dir, cfg.Limits.Or(s.Limits)
 	for k, v := range job.Env {
 		s.Env[k] = v
 	}
@@ -421,7 +402,6 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 			s.Mounts = append(s.Mounts, container.Mount{Type: container.Bind, Source: src, Target: dst, Writable: writable})
 		}
 	}
-	s.Mounts = append(s.Mounts, container.Mount{Type: container.Tmpfs, Target: TmpDir, Exec: true, SizeBytes: TmpBytes})
 	bind(job.Source, SourceDir, false)
 	bind(job.BuildCache, BuildCacheDir, true)
 	switch job.Profile {
@@ -704,38 +684,9 @@ func envName(s string) bool {
 	return true
 }
 
-// Labels returns the labels of profile p's containers under cfg.
-func Labels(cfg Config, p Profile) map[string]string {
-	l := label.Base(cfg.Owner, label.KindToolchain)
-	l[label.Run] = cfg.RunID
-	l[label.Profile] = string(p)
-	l[label.DataDir] = cfg.DataDirID
-	return l
-}
-
-func limitsOf(cfg Config) container.Limits {
-	l := cfg.Limits
-	if l.NanoCPUs == 0 {
-		l.NanoCPUs = DefaultNanoCPUs
-	}
-	if l.MemoryBytes == 0 {
-		l.MemoryBytes = DefaultMemoryBytes
-	}
-	if l.PidsLimit == 0 {
-		l.PidsLimit = DefaultPidsLimit
-	}
-	return l
-}
-
-// TimeoutCmd wraps argv in the image's busybox timeout, which SIGKILLs the
-// command after d (rounded up to whole seconds). Exit status 137 after d
-// means the timeout fired.
-func TimeoutCmd(d time.Duration, argv []string) []string {
-	secs := int64((d + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	return append([]string{"timeout", "-s", "KILL", strconv.FormatInt(secs, 10)}, argv...)
+// scopeOf is whose cfg's containers are: their labels.
+func scopeOf(cfg Config) container.Scope {
+	return container.Scope{Owner: cfg.Owner, Run: cfg.RunID, DataDir: cfg.DataDirID}
 }
 
 func cleanAbs(p string) bool {

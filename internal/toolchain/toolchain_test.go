@@ -4,7 +4,6 @@ import (
 	"errors"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +78,7 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 				t.Errorf("user %q init %v capadd %v", s.User, s.Init, s.CapAdd)
 			}
 			l := s.Limits
-			if l.NanoCPUs != DefaultNanoCPUs || l.MemoryBytes != DefaultMemoryBytes || l.PidsLimit != DefaultPidsLimit {
+			if l != container.ToolchainLimits() {
 				t.Errorf("limits = %+v", l)
 			}
 			wantLabels := map[string]string{label.Managed: label.ManagedValue, label.Owner: "o", label.Kind: label.KindToolchain, label.Run: "r", label.Profile: string(tt.job.Profile), label.DataDir: "d"}
@@ -243,22 +242,6 @@ func TestNewSpec_RequiresIdentity(t *testing.T) {
 	cfg.DataDirID = ""
 	if _, err := NewSpec(cfg, Job{Profile: Execute, Cmd: []string{"go"}, BuildCache: "/bc"}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewSpec without labels = %v; want ErrInvalidConfig", err)
-	}
-}
-
-func TestTimeoutCmd(t *testing.T) {
-	tests := []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "timeout -s KILL 1 go test"},
-		{1500 * time.Millisecond, "timeout -s KILL 2 go test"},
-		{time.Minute, "timeout -s KILL 60 go test"},
-	}
-	for _, tt := range tests {
-		if got := strings.Join(TimeoutCmd(tt.d, []string{"go", "test"}), " "); got != tt.want {
-			t.Errorf("TimeoutCmd(%v) = %q; want %q", tt.d, got, tt.want)
-		}
 	}
 }
 

@@ -179,7 +179,7 @@ type Provider struct {
 	pool    netip.Prefix // of owners' subnets
 
 	mu       sync.Mutex
-	ncpu     int                                    // engine CPUs; 0 until known
+	cpus     container.CPUs                         // the engine's, to clamp limits with
 	revokers map[domain.ID]sandbox.GateTokenRevoker // from Specs provisioned here
 }
 
@@ -276,9 +276,9 @@ func specDigest(image, workdir string, n domain.Networking, network string, root
 // Limits of the keeper, which only sleeps (see Storage in the package
 // documentation).
 const (
-	keeperNanoCPUs    = 10_000_000 // a hundredth of a CPU, in billionths
-	keeperMemoryBytes = 16 << 20   // bytes; the keeper is a shell and sleep
-	keeperPidsLimit   = 8          // docker-init, sh, sleep, and room
+	keeperNanoCPUs    = 100_000_000 // a tenth of a CPU, in billionths (1% made starting it take 2 s)
+	keeperMemoryBytes = 16 << 20    // bytes; the keeper is a shell and sleep
+	keeperPidsLimit   = 8           // docker-init, sh, sleep, and room
 )
 
 // volumeOptions are the local driver's options for a writable root's
@@ -347,7 +347,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if !reflectZero(h) && !h.ReadOnlyRootfs {
 		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
 	}
-	uid := int64(65534)
+	uid := int64(container.UID)
 	if h.RunAsUser != nil {
 		uid = *h.RunAsUser
 	}
@@ -363,15 +363,14 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if cpu == 0 {
 		cpu = sandbox.DefaultCPUMillis
 	}
-	nano := cpu * 1_000_000
-	if ncpu, err := p.engineCPUs(ctx); err == nil {
-		if c := container.ClampCPUs(nano, ncpu); c != nano {
-			p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", cpu, "ncpu", ncpu)
-			nano = c
-		}
-	} else {
+	lim, err := p.cpus.Clamp(ctx, p.eng, container.Limits{NanoCPUs: cpu * 1_000_000})
+	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
+	if lim.NanoCPUs != cpu*1_000_000 {
+		p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", cpu, "nano_cpus", lim.NanoCPUs)
+	}
+	nano := lim.NanoCPUs
 	pids := h.PidsLimit
 	if pids == 0 {
 		pids = sandbox.DefaultPidsLimit
@@ -429,24 +428,6 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 func reflectZero(h sandbox.Hardening) bool {
 	return h.CPUMillis == 0 && h.MemoryBytes == 0 && h.PidsLimit == 0 && h.EphemeralStorageBytes == 0 &&
 		h.CapDrop == nil && !h.ReadOnlyRootfs && h.RunAsUser == nil
-}
-
-// engineCPUs returns the engine's CPU count, asking once.
-func (p *Provider) engineCPUs(ctx context.Context) (int, error) {
-	p.mu.Lock()
-	n := p.ncpu
-	p.mu.Unlock()
-	if n > 0 {
-		return n, nil
-	}
-	info, err := p.eng.Info(ctx)
-	if err != nil {
-		return 0, err
-	}
-	p.mu.Lock()
-	p.ncpu = info.NCPU
-	p.mu.Unlock()
-	return info.NCPU, nil
 }
 
 // maxProvisionAttempts bounds the create/adopt loop, which repeats only
@@ -533,9 +514,21 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 			return nil, false, err
 		}
 	}
-	if err := p.keep(ctx, r, m); err != nil {
-		return nil, false, err
+	// The keeper starts beside the container (it only has to run before
+	// the container first stops): that halves what it adds to Provision.
+	// Each sets its own field of m.
+	keepErr := make(chan error, 1)
+	go func() { keepErr <- p.keep(ctx, r, m) }()
+	b, retry, err = p.createContainer(ctx, r, cfg, m)
+	if kerr := <-keepErr; kerr != nil {
+		return nil, false, kerr
 	}
+	return b, retry, err
+}
+
+// createContainer creates and starts session r's container; see create.
+func (p *Provider) createContainer(ctx context.Context, r *resolved, cfg dockerapi.ContainerConfig, m *made) (b *box, retry bool, err error) {
+	name := p.containerName(r.spec.SessionID)
 	id, err := p.eng.ContainerCreate(ctx, name, cfg)
 	switch {
 	case errors.Is(err, dockerapi.ErrConflict):
@@ -845,20 +838,29 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	defer cancel()
 	start := time.Now()
 	name := p.containerName(id)
-	for _, n := range []string{name, p.keeperName(id)} {
-		c, err := p.eng.ContainerInspect(rctx, n)
-		if errors.Is(err, dockerapi.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("docker: remove %s: %w", n, err)
-		}
-		if !p.ours(c.Config.Labels, id) {
-			return fmt.Errorf("docker: %s is not this owner's; not removing it", n)
-		}
-		if err := p.removeContainer(rctx, c.ID); err != nil {
-			return err
-		}
+	// The container and its keeper go together; the volumes after both.
+	names := []string{name, p.keeperName(id)}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := p.eng.ContainerInspect(rctx, n)
+			switch {
+			case errors.Is(err, dockerapi.ErrNotFound):
+			case err != nil:
+				errs[i] = fmt.Errorf("docker: remove %s: %w", n, err)
+			case !p.ours(c.Config.Labels, id):
+				errs[i] = fmt.Errorf("docker: %s is not this owner's; not removing it", n)
+			default:
+				errs[i] = p.removeContainer(rctx, c.ID)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	vols, err := p.eng.VolumeList(rctx, dockerapi.LabelsFilter(p.labels(id)))
 	if err != nil {

@@ -1,0 +1,90 @@
+package container
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/stockade/stockade/internal/label"
+)
+
+// The named specs: every container Stockade creates starts from one of the
+// constructors in this file, which fix what its kind must carry (the labels
+// a sweep finds it by, the user, the default limits, and, for toolchain
+// containers, the in-container timeout). Callers add mounts, environment
+// and network; Spec.Config refuses a spec without Stockade's labels.
+
+// Purposes of toolchain containers besides the four profiles (acquire,
+// mutate, execute, tool); each becomes the label.Profile value.
+const (
+	PurposeProbe     = "probe"   // the mount probe
+	PurposeCleanup   = "cleanup" // removes what the container user wrote
+	PurposeSeedBuild = "seed"    // builds the trusted build-cache seed
+)
+
+// Scope says whose a toolchain container is; every field becomes a label
+// and is required.
+type Scope struct {
+	Owner string // label.Owner
+	Run   string // label.Run: the run that made it
+	// DataDir is label.DataDir, the data directory's ID (label.DataDirID),
+	// so that reaping that directory finds the container after a crash.
+	DataDir string
+}
+
+// ToolchainSpec returns the start of every toolchain container: a
+// profile's, the mount probe's, the cleanup's and the seed build's. It runs
+// argv as NobodyUser under an in-container timeout of lifetime (busybox
+// timeout -s KILL, so the container ends by itself even if Stockade is
+// gone), with docker-init as PID 1, ToolchainLimits, an exec-enabled tmpfs
+// /tmp of ToolchainTmpBytes, and the labels of sc and purpose.
+func ToolchainSpec(sc Scope, purpose, image string, lifetime time.Duration, argv []string) (Spec, error) {
+	if sc.Owner == "" || sc.Run == "" || sc.DataDir == "" {
+		return Spec{}, fmt.Errorf("%w: a toolchain container needs an owner, a run and a data directory to be labelled with (have %+v)", ErrInvalidSpec, sc)
+	}
+	if purpose == "" || len(argv) == 0 || lifetime <= 0 {
+		return Spec{}, fmt.Errorf("%w: a toolchain container needs a purpose, a command and a lifetime", ErrInvalidSpec)
+	}
+	l := label.Base(sc.Owner, label.KindToolchain)
+	l[label.Run], l[label.DataDir], l[label.Profile] = sc.Run, sc.DataDir, purpose
+	return Spec{
+		Image:    image,
+		Cmd:      TimeoutCmd(lifetime, argv),
+		User:     NobodyUser,
+		Workdir:  "/tmp",
+		Limits:   ToolchainLimits(),
+		Init:     true,
+		Hostname: "stockade",
+		Labels:   l,
+		Mounts:   []Mount{{Type: Tmpfs, Target: "/tmp", Exec: true, SizeBytes: ToolchainTmpBytes}},
+	}, nil
+}
+
+// SessionSpec returns the start of a session sandbox's container, session
+// of owner: the labels (label.Session included), user uid, SessionLimits,
+// docker-init as PID 1, and a main process that sleeps until the container
+// is removed. A session has no in-container timeout: it lives until the
+// platform reaps it (sandbox.Provider.Reap), and holds no command of its
+// own; each Exec has its timeout.
+func SessionSpec(owner, session string, uid int64) Spec {
+	l := label.Base(owner, label.KindSession)
+	l[label.Session] = session
+	return Spec{
+		Cmd:    []string{"/bin/sh", "-c", "while :; do sleep 86400; done"},
+		User:   userString(uid),
+		Limits: SessionLimits(),
+		Init:   true,
+		Labels: l,
+	}
+}
+
+// TimeoutCmd wraps argv in the image's busybox timeout, which SIGKILLs the
+// command after d (rounded up to whole seconds, at least one). Exit status
+// 137 after d means the timeout fired.
+func TimeoutCmd(d time.Duration, argv []string) []string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return append([]string{"timeout", "-s", "KILL", strconv.FormatInt(secs, 10)}, argv...)
+}
