@@ -408,16 +408,13 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		Labels:  labels,
 		Init:    true,
 	}
-	r.keeper = container.Spec{
-		Image:   spec.Image,
-		Cmd:     r.cfg.Cmd,
-		Env:     map[string]string{},
-		Workdir: "/",
-		Network: "none",
-		Limits:  container.Limits{NanoCPUs: keeperNanoCPUs, MemoryBytes: keeperMemoryBytes, PidsLimit: keeperPidsLimit},
-		Labels:  p.labels(spec.SessionID),
-		Init:    true,
-	}
+	// The keeper is a session container that only sleeps: nobody, no
+	// network, tiny limits, the volumes read-only.
+	r.keeper = container.SessionSpec(p.owner, string(spec.SessionID), container.UID)
+	r.keeper.Image = spec.Image
+	r.keeper.Workdir = "/"
+	r.keeper.Network = "none"
+	r.keeper.Limits = container.Limits{NanoCPUs: keeperNanoCPUs, MemoryBytes: keeperMemoryBytes, PidsLimit: keeperPidsLimit}
 	for i, root := range r.roots {
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
 		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})

@@ -19,9 +19,10 @@ import (
 // session it names is reaped at the end, and nothing of its owner may
 // remain.
 type fixture struct {
-	p   *Provider
-	c   *dockerapi.Client
-	img string
+	p     *Provider
+	c     *dockerapi.Client
+	img   string
+	calls *counting // exec and archive calls of p
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -29,7 +30,7 @@ func newFixture(t *testing.T) *fixture {
 	c := enginetest.Client(t)
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
-	p, _ := newProvider(t, owner)
+	p, calls := newProvider(t, owner)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -46,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Errorf("after the test, leftovers = %q, %v; want nothing", left, err)
 		}
 	})
-	return &fixture{p: p, c: c, img: img}
+	return &fixture{p: p, c: c, img: img, calls: calls}
 }
 
 func (s *fixture) provision(t *testing.T, spec sandbox.Spec) sandbox.Sandbox {
@@ -241,5 +242,21 @@ func TestStorageBound(t *testing.T) {
 	want := "size=" + strconv.Itoa(sandbox.DefaultEphemeralStorageBytes/2/1024) + "k"
 	if res := execIn(t, def, "grep -E ' /(workspace|tmp) ' /proc/mounts"); strings.Count(res.Stdout, want) != 2 {
 		t.Errorf("mounts of the default sandbox:\n%s\nwant /workspace and /tmp with %s", res.Stdout, want)
+	}
+}
+
+// TestProvisionRunsNoSetup: the writable roots get their modes when their
+// volumes are created, so neither Provision nor a restart runs the setup
+// exec, and the sandbox user can write them.
+func TestProvisionRunsNoSetup(t *testing.T) {
+	s := newFixture(t)
+	uid := int64(4242)
+	sb := s.provision(t, sandbox.Spec{SessionID: "no-setup", Hardening: sandbox.Hardening{RunAsUser: &uid, ReadOnlyRootfs: true}})
+	if n := s.calls.n.Load(); n != 0 {
+		t.Errorf("Provision made %d exec or archive calls; want 0 (no setup exec)", n)
+	}
+	res := execIn(t, sb, "stat -c '%a %u' /workspace /tmp && echo x > /workspace/f && echo y > /tmp/f")
+	if res.ExitCode != 0 || res.Stdout != "777 0\n1777 0\n" {
+		t.Errorf("roots: %+v; want /workspace 777 and /tmp 1777, writable by uid %d", res, uid)
 	}
 }
