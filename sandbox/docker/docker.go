@@ -496,6 +496,7 @@ type made struct {
 	volumes   []string // names
 	keeper    string   // container ID; "" if this call made none
 	container string   // container ID; "" if this call made none
+	network   bool     // this call needed the owner's network
 }
 
 // create makes the session's volumes, network (when it needs one), keeper
@@ -507,6 +508,7 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 		return nil, false, err
 	}
 	if r.network != "none" {
+		m.network = true
 		if _, err := p.networkFor(ctx); err != nil {
 			return nil, false, err
 		}
@@ -578,6 +580,12 @@ func (p *Provider) discard(ctx context.Context, m *made) error {
 		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
 			errs = append(errs, fmt.Errorf("docker: remove volume %s: %w", v, err))
 		}
+	}
+	// A network no session uses would be no session's, and so never
+	// reaped. A concurrent Provision that loses it to this removal makes
+	// it again (see createContainer).
+	if m.network {
+		errs = append(errs, p.removeNetworkIfUnused(dctx))
 	}
 	return errors.Join(errs...)
 }

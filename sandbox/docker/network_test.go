@@ -70,3 +70,20 @@ func TestUnrestrictedSessionsIsolated(t *testing.T) {
 		t.Errorf("the listener in a received %q from b", msg)
 	}
 }
+
+// TestNetworkNotLeftByFailure: the owner's network is no
+// session's, so a refused Provision must not leave it behind for Owned and
+// Reap to miss.
+func TestNetworkNotLeftByFailure(t *testing.T) {
+	s := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := sandbox.Spec{SessionID: "net-missing-image", Image: "stockade/does-not-exist:never", Networking: domain.Networking{Type: domain.NetUnrestricted}}
+	if _, err := s.p.Provision(ctx, spec); err == nil {
+		t.Fatal("Provision of a missing image succeeded")
+	}
+	left, err := leftovers(s.c, s.p.Owner())(ctx)
+	if err != nil || len(left) > 0 {
+		t.Errorf("after a failed Provision, leftovers = %q, %v; want nothing", left, err)
+	}
+}
