@@ -2,7 +2,6 @@ package cacheseed
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/stockade/stockade/internal/container"
@@ -21,19 +20,18 @@ type Fresh struct {
 	Seed Seed
 }
 
-// NewFresh creates parent/cache-<24 random hex digits> for one validation
-// starting from seed (the zero Seed gives a plain empty cache). parent must
-// exist; it is usually under the data directory.
+// NewFresh creates a fresh cache directory parent/cache-<random> for one
+// validation starting from seed (the zero Seed gives a plain empty cache),
+// made exactly as a Runner makes a validation's (container.MkdirFresh, mode
+// 0777). Validations run by inspect get theirs from
+// toolchain.Runner.NewBuildCache; NewFresh serves tests and benchmarks that
+// run without a Runner. parent must exist.
 func NewFresh(seed Seed, parent string) (Fresh, error) {
 	if !filepath.IsAbs(parent) {
 		return Fresh{}, fmt.Errorf("cacheseed: cache parent %q is not absolute", parent)
 	}
-	dir := filepath.Join(parent, "cache-"+container.RandomHex(12))
-	if err := os.Mkdir(dir, 0o777); err != nil {
-		return Fresh{}, fmt.Errorf("cacheseed: %w", err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil { // past the umask
-		os.Remove(dir)
+	dir, err := container.MkdirFresh(parent, "cache", 0o777)
+	if err != nil {
 		return Fresh{}, fmt.Errorf("cacheseed: %w", err)
 	}
 	return Fresh{Dir: dir, Seed: seed}, nil

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
 )
 
@@ -284,25 +283,4 @@ func (l *Lock) Unlock() error {
 	err := l.f.Close() // closing the descriptor releases the flock
 	l.f = nil
 	return err
-}
-
-// mkdirFresh creates dir/<prefix>-<random> with mode (chmod'ed past the
-// umask) and returns it. The name is new: a mounted path is never deleted
-// and recreated within a run.
-func mkdirFresh(parent, prefix string, mode fs.FileMode) (string, error) {
-	for range 4 {
-		p := filepath.Join(parent, prefix+"-"+container.RandomHex(8))
-		err := os.Mkdir(p, mode)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("toolchain: %w", err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			return "", fmt.Errorf("toolchain: %w", err)
-		}
-		return p, nil
-	}
-	return "", fmt.Errorf("toolchain: could not make a fresh %s directory in %s", prefix, parent)
 }

@@ -182,7 +182,7 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	// The run directory is searchable (not listable) by the container user,
 	// so the probe can reach its marker; the 0700 data directory above it
 	// keeps other host users out.
-	if r.runDir, err = mkdirFresh(dir, runPrefix, RunDirMode); err != nil {
+	if r.runDir, err = container.MkdirFresh(dir, runPrefix, RunDirMode); err != nil {
 		return fail(err)
 	}
 	if r.modCache, err = r.mkdir("modcache", kindModCache); err != nil {
@@ -232,7 +232,7 @@ func (r *Runner) mkdir(prefix string, k dirKind) (string, error) {
 	if k == kindSnapshot || k == kindImport {
 		mode = 0o755
 	}
-	p, err := mkdirFresh(r.runDir, prefix, mode)
+	p, err := container.MkdirFresh(r.runDir, prefix, mode)
 	if err != nil {
 		return "", err
 	}
