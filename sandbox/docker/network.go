@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
@@ -36,9 +37,11 @@ const ownerSubnetBits = 24
 // between containers of the bridge.
 const iccOption = "com.docker.network.bridge.enable_icc"
 
-// maxNetworkRounds bounds how often networkFor lists the subnets in use and
-// tries a free one, when other processes keep taking the one it chose.
-const maxNetworkRounds = 8
+// maxNetworkRounds bounds how often networkFor looks for the network and
+// tries to create it, when another create holds the name or subnet (the
+// engine refuses the name before it lists the network); the waits between
+// rounds add up to about 16 s.
+const maxNetworkRounds = 40
 
 // parsePool checks a Config.SubnetPool: an IPv4 CIDR, masked, wide enough
 // for one owner's subnet.
@@ -118,12 +121,15 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
 			// The name (another process made the network) or the subnet
 			// (another network took it) went meanwhile: look again.
+			if err := sleep(ctx, time.Duration(round+1)*20*time.Millisecond, false); err != nil {
+				return "", fmt.Errorf("docker: create network %s: %w", name, err)
+			}
 			continue
 		default:
 			return "", fmt.Errorf("docker: create network %s: %w", name, err)
 		}
 	}
-	return "", fmt.Errorf("docker: create network %s: no free /%d in %s after %d rounds", name, ownerSubnetBits, p.pool, maxNetworkRounds)
+	return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, maxNetworkRounds)
 }
 
 // freeSubnet returns a /24 of the pool that no network of the engine

@@ -3,11 +3,13 @@ package docker
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
 // TestUnrestrictedSessionsIsolated: two NetUnrestricted sandboxes of one
@@ -85,5 +87,125 @@ func TestNetworkNotLeftByFailure(t *testing.T) {
 	left, err := leftovers(s.c, s.p.Owner())(ctx)
 	if err != nil || len(left) > 0 {
 		t.Errorf("after a failed Provision, leftovers = %q, %v; want nothing", left, err)
+	}
+}
+
+// TestNetworkForConverges: concurrent first needs of the owner's network,
+// from two providers standing for two processes, end with one network that
+// every caller uses.
+func TestNetworkForConverges(t *testing.T) {
+	s := newFixture(t)
+	other, _ := newProvider(t, s.p.Owner())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	names := make([]string, 6)
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i := range names {
+		p := s.p
+		if i%2 == 1 {
+			p = other
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names[i], errs[i] = p.networkFor(ctx)
+		}()
+	}
+	wg.Wait()
+	for i := range names {
+		if errs[i] != nil || names[i] != s.p.networkName() {
+			t.Errorf("networkFor %d = %q, %v; want %q", i, names[i], errs[i], s.p.networkName())
+		}
+	}
+	left, err := leftovers(s.c, s.p.Owner())(ctx)
+	if err != nil || len(left) != 1 {
+		t.Errorf("after concurrent networkFor, the owner has %q, %v; want one network", left, err)
+	}
+	// With no session left, any Reap removes it.
+	if err := s.p.Reap(ctx, "no-such-session"); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := leftovers(s.c, s.p.Owner())(ctx); err != nil || len(left) != 0 {
+		t.Errorf("after Reap, the owner has %q, %v; want nothing", left, err)
+	}
+}
+
+// networks is an engine whose only networks are given.
+type networks struct {
+	engine
+	list []dockerapi.Network
+}
+
+func (n networks) NetworkList(context.Context, dockerapi.Filters) ([]dockerapi.Network, error) {
+	return n.list, nil
+}
+
+func TestFreeSubnet(t *testing.T) {
+	subnets := func(cidrs ...string) networks {
+		var n networks
+		for _, c := range cidrs {
+			n.list = append(n.list, dockerapi.Network{IPAM: dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: c}}}})
+		}
+		return n
+	}
+	for _, tt := range []struct {
+		pool string
+		eng  networks
+		want string // "" for an error
+	}{
+		{"10.9.8.0/24", subnets(), "10.9.8.0/24"},
+		{"10.9.8.0/24", subnets("10.9.8.128/25"), ""},
+		{"10.9.8.0/24", subnets("10.0.0.0/8"), ""},
+		{"10.9.0.0/23", subnets("10.9.0.0/24"), "10.9.1.0/24"},
+		{"10.9.0.0/23", subnets("10.9.1.0/24"), "10.9.0.0/24"},
+		{"10.9.0.0/23", subnets("10.9.0.0/24", "10.9.1.7/32"), ""},
+	} {
+		pool, err := parsePool(tt.pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &Provider{eng: tt.eng, owner: "o", pool: pool}
+		got, err := p.freeSubnet(context.Background())
+		if tt.want == "" && err == nil || tt.want != "" && (err != nil || got.String() != tt.want) {
+			t.Errorf("freeSubnet(pool %s, used %v) = %v, %v; want %q", tt.pool, tt.eng.list, got, err, tt.want)
+		}
+	}
+	// The owner's hash picks the first slot tried, so owners spread.
+	pool, _ := parsePool("")
+	seen := map[string]bool{}
+	for _, o := range []string{"a", "b", "c", "d"} {
+		p := &Provider{eng: subnets(), owner: o, pool: pool}
+		got, err := p.freeSubnet(context.Background())
+		if err != nil || !pool.Contains(got.Addr()) || got.Bits() != ownerSubnetBits {
+			t.Errorf("freeSubnet(owner %s) = %v, %v; want a /%d of %s", o, got, err, ownerSubnetBits, pool)
+		}
+		seen[got.String()] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("four owners all got %v; want their hashes to spread them", seen)
+	}
+}
+
+func TestParsePool(t *testing.T) {
+	for _, tt := range []struct {
+		in string
+		ok bool
+	}{
+		{"", true},
+		{"10.213.0.0/16", true},
+		{"192.168.77.0/24", true},
+		{"10.213.0.1/16", false}, // not masked
+		{"10.213.0.0/25", false}, // narrower than one owner's /24
+		{"fd00::/64", false},     // not IPv4
+		{"10.213.0.0", false},    // no prefix length
+	} {
+		_, err := parsePool(tt.in)
+		if tt.ok != (err == nil) {
+			t.Errorf("parsePool(%q) = %v; want ok %v", tt.in, err, tt.ok)
+		}
+	}
+	if _, err := New(Config{SubnetPool: "bogus"}); err == nil {
+		t.Errorf("New with SubnetPool bogus succeeded")
 	}
 }
