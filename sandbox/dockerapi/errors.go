@@ -15,7 +15,7 @@ var (
 	ErrForbidden   = errors.New("dockerapi: forbidden")             // 401, 403
 	ErrNotFound    = errors.New("dockerapi: not found")             // 404
 	ErrConflict    = errors.New("dockerapi: conflict")              // 409
-	ErrNotRunning  = errors.New("dockerapi: container not running") // 409 from kill, exec, attach; and ContainerRunning checks
+	ErrNotRunning  = errors.New("dockerapi: container not running") // 409 from kill and exec; see answerNotRunning
 	ErrNotModified = errors.New("dockerapi: not modified")          // 304
 	ErrEngine      = errors.New("dockerapi: engine error")          // 5xx
 )
@@ -61,13 +61,60 @@ func newError(r request, resp *http.Response) *Error {
 	if e.Message == "" {
 		e.Message = http.StatusText(resp.StatusCode)
 	}
-	// A 409 from kill, exec or attach means the container is not running
-	// (or is paused, which for our purposes is the same: it cannot run
-	// commands). Only the client looks at the text, and only to refine a 409.
-	if resp.StatusCode == http.StatusConflict && (r.notRunning || strings.Contains(e.Message, "is not running")) {
-		e.notRunning = true
-	}
+	e.notRunning = r.notRunning && answerNotRunning(resp.StatusCode, e.Message)
 	return e
+}
+
+// answerNotRunning reports whether the engine's answer to a call that needs
+// a running container (kill, exec create, exec start: the call sites set
+// request.notRunning) says the container is not running. A 409 says so by
+// itself: those endpoints answer 409 only for a container that is stopped,
+// paused or restarting, which for us is the same, since it cannot run
+// commands. Engine 20.10 answers an exec start that races the container's
+// end with a 500, which the status cannot tell from other failures; only
+// then is the message read, by messageFact.
+func answerNotRunning(status int, msg string) bool {
+	switch {
+	case status == http.StatusConflict:
+		return true
+	case status == http.StatusInternalServerError:
+		return messageFact(msg) == factNotRunning
+	}
+	return false
+}
+
+// fact is what an engine message says where its status does not.
+type fact int
+
+const (
+	factNone       fact = iota
+	factNotRunning      // the container is not running
+	factNotFound        // the image or repository does not exist
+)
+
+// messageFact is the one place Stockade reads the text of an engine's error,
+// for the two answers whose status cannot tell (each recorded from a real
+// engine and kept as a case of TestMessageFact):
+//
+//   - a 500 to an exec start racing the container's end (Engine 20.10):
+//     "Container ID is not running: Exited (137) Less than a second ago";
+//   - an error inside an image pull's progress stream, after the engine
+//     answered 200: "manifest for NAME not found: manifest unknown: …" or
+//     "pull access denied for NAME, repository does not exist or may
+//     require 'docker login'".
+//
+// Callers use it only for the answer it was recorded from: the status and
+// the call site come first, and no package outside dockerapi reads error
+// text at all.
+func messageFact(msg string) fact {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, " is not running"):
+		return factNotRunning
+	case strings.Contains(m, " not found"), strings.Contains(m, " does not exist"):
+		return factNotFound
+	}
+	return factNone
 }
 
 // engineMessage extracts {"message": "..."} or falls back to the body text,
@@ -90,17 +137,14 @@ func engineMessage(body []byte) string {
 // StreamError is an error the engine reported inside a JSON progress stream
 // (image pull and load) after answering 200.
 type StreamError struct {
-	Op      string
+	Op      string // "pull REF" or "load"
 	Message string
 }
 
 func (e *StreamError) Error() string { return "dockerapi: " + e.Op + ": " + e.Message }
 
-// Is lets a pull of a missing image match ErrNotFound.
+// Is lets a pull of a missing image match ErrNotFound. Only the message can
+// tell (see messageFact), and only for a pull.
 func (e *StreamError) Is(target error) bool {
-	if target == ErrNotFound {
-		m := strings.ToLower(e.Message)
-		return strings.Contains(m, "not found") || strings.Contains(m, "does not exist")
-	}
-	return false
+	return target == ErrNotFound && strings.HasPrefix(e.Op, "pull ") && messageFact(e.Message) == factNotFound
 }

@@ -30,6 +30,12 @@ var calls = map[string]struct {
 		_, err := c.ExecCreate(ctx, "c1", dockerapi.ExecConfig{Cmd: []string{"true"}})
 		return err
 	}},
+	"exec-start": {"POST /exec/e1/start", func(ctx context.Context, c *dockerapi.Client) error {
+		return c.ExecStart(ctx, "e1", nil, nil)
+	}},
+	"pull": {"POST /images/create", func(ctx context.Context, c *dockerapi.Client) error {
+		return c.ImagePull(ctx, "nope:latest")
+	}},
 	"logs": {"GET /containers/c1/logs", func(ctx context.Context, c *dockerapi.Client) error {
 		return c.ContainerLogs(ctx, "c1", dockerapi.LogsOptions{Stdout: true}, nil, nil)
 	}},
@@ -74,8 +80,14 @@ func TestErrorMapping(t *testing.T) {
 			"POST", "/containers/c1/kill", "Container c1 is paused", []string{"ErrConflict", "ErrNotRunning"}},
 		{"409 exec create", "exec-create", 409, "application/json", `{"message":"Container c1 is not running"}`,
 			"POST", "/containers/c1/exec", "Container c1 is not running", []string{"ErrConflict", "ErrNotRunning"}},
-		{"409 inspect not running text", "inspect", 409, "text/plain", "Container c1 is not running",
-			"GET", "/containers/c1/json", "Container c1 is not running", []string{"ErrConflict", "ErrNotRunning"}},
+		{"409 inspect: the call site, not the text, decides", "inspect", 409, "text/plain", "Container c1 is not running",
+			"GET", "/containers/c1/json", "Container c1 is not running", []string{"ErrConflict"}},
+		{"409 exec start", "exec-start", 409, "application/json", `{"message":"Container c1 is not running"}`,
+			"POST", "/exec/e1/start", "Container c1 is not running", []string{"ErrConflict", "ErrNotRunning"}},
+		{"404 exec start", "exec-start", 404, "application/json", `{"message":"No such exec instance: e1"}`,
+			"POST", "/exec/e1/start", "No such exec instance: e1", []string{"ErrNotFound"}},
+		{"500 exec start, other failure", "exec-start", 500, "application/json", `{"message":"boom"}`,
+			"POST", "/exec/e1/start", "boom", []string{"ErrEngine"}},
 		{"409 empty", "remove", 409, "", "",
 			"DELETE", "/containers/c1", "Conflict", []string{"ErrConflict"}},
 		{"500 json", "inspect", 500, "application/json", `{"message":"boom"}`,
@@ -116,6 +128,51 @@ func TestErrorMapping(t *testing.T) {
 			if msg := err.Error(); !strings.HasPrefix(msg, "dockerapi: "+tt.method+" "+tt.path) {
 				t.Errorf("Error() = %q; want it to start with the call", msg)
 			}
+		})
+	}
+}
+
+// TestMessageFact drives every engine answer whose status alone cannot say
+// what happened, each recorded from Engine 20.10 (API 1.41), through the
+// client, and checks the sentinels it matches: the classification by text
+// (messageFact in errors.go) applies only to the answer it was recorded
+// from.
+func TestMessageFact(t *testing.T) {
+	const (
+		id = "1c891b9768bf61defe4547bc9bdf053f7b703a7c4a15d8066d7559da4fdace5c"
+		// An exec start racing a kill of its container.
+		raced = "Container " + id + " is not running: Exited (137) Less than a second ago"
+		// A pull of a tag the registry does not have, and of a repository
+		// it does not have (Docker Hub's answers).
+		noTag  = "manifest for nope:latest not found: manifest unknown: manifest unknown"
+		noRepo = "pull access denied for nope, repository does not exist or may require 'docker login'"
+	)
+	jsonMsg := func(m string) string { return `{"message":"` + m + `"}` }
+	stream := func(m string) string { return `{"errorDetail":{"message":"` + m + `"},"error":"` + m + `"}` + "\n" }
+	tests := []struct {
+		name   string
+		call   string
+		status int
+		body   string
+		want   []string
+	}{
+		{"exec start racing the end", "exec-start", 500, jsonMsg(raced), []string{"ErrEngine", "ErrNotRunning"}},
+		{"the same text elsewhere", "inspect", 500, jsonMsg(raced), []string{"ErrEngine"}},
+		{"pull of a missing tag", "pull", 200, stream(noTag), []string{"ErrNotFound"}},
+		{"pull of a missing repository", "pull", 200, stream(noRepo), []string{"ErrNotFound"}},
+		{"load with the same text", "image-load", 200, stream(noTag), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := newFake(t, "1.41")
+			call := calls[tt.call]
+			f.handle(call.pattern, answer(tt.status, "application/json", tt.body))
+			err := call.call(context.Background(), c)
+			if err == nil {
+				t.Fatalf("%s succeeded", tt.call)
+			}
+			checkSentinels(t, err, tt.want...)
 		})
 	}
 }
