@@ -255,7 +255,6 @@ type resolved struct {
 	digest   string
 	cfg      container.Spec
 	keeper   container.Spec
-	storage  int64 // bytes each writable root may hold
 	keepName string
 }
 
@@ -326,9 +325,9 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		network = p.networkName()
 	case domain.NetLimited:
 		if spec.Gate == nil {
-			return nil, fmt.Errorf("docker: networking %q needs a Gate (egress only through the gate); refusing rather than widening or narrowing it", domain.NetLimited)
+			return nil, fmt.Errorf("docker: networking %q needs a Gate (egress only through the gate): %w", domain.NetLimited, sandbox.ErrNetworkingUnsupported)
 		}
-		return nil, fmt.Errorf("docker: networking %q: the egress gate is not implemented yet; refusing rather than widening or narrowing it", domain.NetLimited)
+		return nil, fmt.Errorf("docker: networking %q: the egress gate is not implemented yet: %w", domain.NetLimited, sandbox.ErrNetworkingUnsupported)
 	}
 	workdir := spec.Workdir
 	if workdir == "" {
@@ -388,7 +387,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		bound = sandbox.DefaultEphemeralStorageBytes
 	}
 	perRoot := bound / int64(len(roots))
-	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network, storage: perRoot,
+	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
 		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID)}
 	for _, root := range roots {
 		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot))
@@ -520,7 +519,7 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 	go func() { keepErr <- p.keep(ctx, r, m) }()
 	b, retry, err = p.createContainer(ctx, r, cfg, m)
 	if kerr := <-keepErr; kerr != nil {
-		return nil, false, kerr
+		return nil, false, errors.Join(err, kerr)
 	}
 	return b, retry, err
 }
