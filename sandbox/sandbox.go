@@ -240,6 +240,10 @@ var (
 	ErrNotWritable    = errors.New("sandbox: target cannot be written")
 	ErrSpecMismatch   = errors.New("sandbox: existing sandbox does not match the requested spec")
 	ErrSizeNotALength = errors.New("sandbox: size is not a length")
+	// ErrNetworkingUnsupported: the backend cannot give Spec.Networking as
+	// asked (today: NetLimited, until the egress gate exists) and refuses
+	// rather than widen or narrow it.
+	ErrNetworkingUnsupported = errors.New("sandbox: networking mode not supported by this backend")
 )
 
 // PathNotWritableError reports a write to a place the sandbox cannot write:

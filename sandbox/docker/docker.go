@@ -255,6 +255,7 @@ type resolved struct {
 	digest   string
 	cfg      container.Spec
 	keeper   container.Spec
+	storage  int64 // bytes each writable root may hold
 	keepName string
 }
 
@@ -387,7 +388,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		bound = sandbox.DefaultEphemeralStorageBytes
 	}
 	perRoot := bound / int64(len(roots))
-	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
+	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network, storage: perRoot,
 		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID)}
 	for _, root := range roots {
 		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot))
@@ -519,7 +520,7 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 	go func() { keepErr <- p.keep(ctx, r, m) }()
 	b, retry, err = p.createContainer(ctx, r, cfg, m)
 	if kerr := <-keepErr; kerr != nil {
-		return nil, false, errors.Join(err, kerr)
+		return nil, false, kerr
 	}
 	return b, retry, err
 }
