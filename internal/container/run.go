@@ -30,7 +30,8 @@ type Budgets struct {
 	Create, Start, Kill, Logs, Remove time.Duration
 }
 
-func (b Budgets) withDefaults() Budgets {
+// OrDefaults returns b with each zero field set to its default.
+func (b Budgets) OrDefaults() Budgets {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -109,7 +110,7 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (res Result, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := o.Budgets.withDefaults()
+	b := o.Budgets.OrDefaults()
 	capBytes := o.OutputCap
 	if capBytes <= 0 {
 		capBytes = DefaultOutputCap
@@ -118,26 +119,11 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (res Result, err
 	if name == "" {
 		name = RandomName("run")
 	}
-	cfg, err := s.Config()
-	if err != nil {
-		return Result{}, err
-	}
-
 	t := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, b.Create)
-	id, err := eng.ContainerCreate(cctx, name, cfg)
-	cancel()
+	id, err := Create(ctx, eng, s, name, b, log)
 	res.Phases.Create = time.Since(t)
 	if err != nil {
-		// A create the engine finished after our deadline, or whose answer
-		// was lost, leaves a container behind; remove it by its (random)
-		// name. An answer from the engine means nothing was created, and the
-		// name may then be someone else's.
-		var apiErr *dockerapi.Error
-		if !errors.As(err, &apiErr) {
-			removeDetached(ctx, eng, name, b.Remove, log)
-		}
-		return res, fmt.Errorf("container: create %s: %w", name, err)
+		return res, err
 	}
 	res.ContainerID = id
 	log = log.With("container", name, "image", s.Image)
@@ -245,9 +231,42 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (res Result, err
 	return res, nil
 }
 
+// Creator is the part of the engine client Create uses.
+type Creator interface {
+	ContainerCreate(ctx context.Context, name string, cfg dockerapi.ContainerConfig) (string, error)
+	ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error
+}
+
+// Create creates the container of s named name (which must be random: see
+// RandomName) within b.Create and returns its ID. A create the engine
+// finished after the deadline, or whose answer was lost, leaves a container
+// behind: it is removed by name on its own budget. An answer from the engine
+// means nothing was created, and the name may then be someone else's.
+func Create(ctx context.Context, eng Creator, s Spec, name string, b Budgets, log *slog.Logger) (string, error) {
+	cfg, err := s.Config()
+	if err != nil {
+		return "", err
+	}
+	b = b.OrDefaults()
+	cctx, cancel := context.WithTimeout(ctx, b.Create)
+	id, err := eng.ContainerCreate(cctx, name, cfg)
+	cancel()
+	if err != nil {
+		var apiErr *dockerapi.Error
+		if !errors.As(err, &apiErr) {
+			if log == nil {
+				log = slog.New(slog.DiscardHandler)
+			}
+			removeDetached(ctx, eng, name, b.Remove, log)
+		}
+		return "", fmt.Errorf("container: create %s: %w", name, err)
+	}
+	return id, nil
+}
+
 // removeDetached force-removes id (and its anonymous volumes) with its own
 // budget, whatever state ctx is in. A container already gone is fine.
-func removeDetached(ctx context.Context, eng Engine, id string, budget time.Duration, log *slog.Logger) {
+func removeDetached(ctx context.Context, eng Creator, id string, budget time.Duration, log *slog.Logger) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	if err := eng.ContainerRemove(rctx, id, dockerapi.RemoveOptions{Force: true, Volumes: true}); err != nil && !errors.Is(err, dockerapi.ErrNotFound) {

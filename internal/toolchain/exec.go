@@ -88,24 +88,13 @@ func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*C
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := spec.Config()
-	if err != nil {
-		return nil, err
-	}
-	b := r.budgetsOrDefault()
+	b := r.budgets.OrDefaults()
 	c := &Container{r: r, job: job, name: container.RandomName("tc-" + string(job.Profile)), buildCache: job.BuildCache}
 	t := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, b.Create)
-	c.id, err = r.eng.ContainerCreate(cctx, c.name, cfg)
-	cancel()
+	c.id, err = container.Create(ctx, r.eng, spec, c.name, b, r.log)
 	c.created = time.Since(t)
 	if err != nil {
-		var apiErr *dockerapi.Error
-		if !errors.As(err, &apiErr) {
-			c.id = c.name // the engine may have created it: remove by name
-			c.remove(ctx)
-		}
-		return nil, fmt.Errorf("toolchain: create %s: %w", c.name, err)
+		return nil, fmt.Errorf("toolchain: %w", err)
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -127,21 +116,6 @@ func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*C
 	}
 	r.log.Debug("started", "container", c.name, "profile", string(job.Profile))
 	return c, nil
-}
-
-func (r *Runner) budgetsOrDefault() container.Budgets {
-	b := r.budgets
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&b.Create, container.DefaultCreateBudget)
-	def(&b.Start, container.DefaultStartBudget)
-	def(&b.Kill, container.DefaultKillBudget)
-	def(&b.Logs, container.DefaultLogsBudget)
-	def(&b.Remove, container.DefaultRemoveBudget)
-	return b
 }
 
 // ID returns the container's engine ID.
@@ -228,7 +202,7 @@ func (c *Container) markEnded() {
 }
 
 func (c *Container) remove(ctx context.Context) error {
-	b := c.r.budgetsOrDefault()
+	b := c.r.budgets.OrDefaults()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Remove)
 	defer cancel()
 	err := c.r.eng.ContainerRemove(rctx, c.id, dockerapi.RemoveOptions{Force: true, Volumes: true})
