@@ -36,9 +36,10 @@ type Hardening struct {
 	// writable places (WritablePaths) together, in bytes; 0 means
 	// DefaultEphemeralStorageBytes, and a set value is at least
 	// MinEphemeralStorageBytes. A write past the bound fails in the sandbox
-	// with ENOSPC. Backends document how they split it across the places;
-	// one that cannot enforce a bound refuses the Spec rather than ignore
-	// it.
+	// with ENOSPC. Backends document how they split it across the places,
+	// and may bound it further (the Docker backend keeps it in memory, so
+	// at most half the memory limit); one that cannot enforce a bound
+	// refuses the Spec rather than ignore it.
 	EphemeralStorageBytes int64
 	// CapDrop lists the capabilities to drop ("ALL" or names such as
 	// "NET_RAW", with or without "CAP_"); nil means DefaultCapDrop. A list

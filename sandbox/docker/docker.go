@@ -24,10 +24,12 @@
 //
 // Each writable place is a tmpfs-typed local volume of a fixed size, the
 // one bound on writes this engine enforces: Hardening.EphemeralStorageBytes
-// (sandbox.DefaultEphemeralStorageBytes when zero) split evenly across the
-// places. A write past a place's share fails with ENOSPC; the sandbox stays
-// usable. The pages live in memory and count against the memory limit of
-// the writer's container. The engine unmounts, and so empties, such a
+// split evenly across the places. The pages live in memory and count
+// against the memory limit of the writer's container, so the bound is at
+// most half the memory limit (more is refused), and when zero the smaller
+// of sandbox.DefaultEphemeralStorageBytes and that half: with the places
+// full, the sandbox's processes still have the other half. A write past a
+// place's share fails with ENOSPC; the sandbox stays usable. The engine unmounts, and so empties, such a
 // volume when no running container uses it; the keeper, a sleeping
 // container without network that mounts the volumes read-only, keeps them
 // mounted while the sandbox is stopped or restarted. An engine restart
@@ -255,7 +257,6 @@ type resolved struct {
 	digest   string
 	cfg      container.Spec
 	keeper   container.Spec
-	storage  int64 // bytes each writable root may hold
 	keepName string
 }
 
@@ -280,6 +281,28 @@ const (
 	keeperMemoryBytes = 16 << 20    // bytes; the keeper is a shell and sleep
 	keeperPidsLimit   = 8           // docker-init, sh, sleep, and room
 )
+
+// storageBound is what h lets a sandbox write, in bytes: its
+// EphemeralStorageBytes, at most half its memory limit, or when zero the
+// smaller of sandbox.DefaultEphemeralStorageBytes and that half. The
+// writable places live in memory: with them full, the other half is what
+// the sandbox's processes have, so a full disk is ENOSPC and not an
+// out-of-memory kill of every command after it.
+func storageBound(h sandbox.Hardening) (int64, error) {
+	mem := h.MemoryBytes
+	if mem == 0 {
+		mem = container.SessionMemoryBytes
+	}
+	switch max := mem / 2; {
+	case h.EphemeralStorageBytes == 0:
+		return min(sandbox.DefaultEphemeralStorageBytes, max), nil
+	case h.EphemeralStorageBytes > max:
+		return 0, fmt.Errorf("%w: EphemeralStorageBytes %d above half the memory limit (%d): this backend keeps the writable places in memory",
+			sandbox.ErrInvalidHardening, h.EphemeralStorageBytes, mem)
+	default:
+		return h.EphemeralStorageBytes, nil
+	}
+}
 
 // volumeOptions are the local driver's options for a writable root's
 // volume holding at most size bytes. The mode is what the sandbox user
@@ -383,12 +406,12 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		env["HOME"] = workdir // writable, unlike the image's idea of a home
 	}
 	roots := sandbox.WritablePaths(workdir)
-	bound := h.EphemeralStorageBytes
-	if bound == 0 {
-		bound = sandbox.DefaultEphemeralStorageBytes
+	bound, err := storageBound(h)
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	perRoot := bound / int64(len(roots))
-	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network, storage: perRoot,
+	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
 		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID)}
 	for _, root := range roots {
 		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot))
@@ -520,7 +543,7 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 	go func() { keepErr <- p.keep(ctx, r, m) }()
 	b, retry, err = p.createContainer(ctx, r, cfg, m)
 	if kerr := <-keepErr; kerr != nil {
-		return nil, false, kerr
+		return nil, false, errors.Join(err, kerr)
 	}
 	return b, retry, err
 }

@@ -260,3 +260,39 @@ func TestProvisionRunsNoSetup(t *testing.T) {
 		t.Errorf("roots: %+v; want /workspace 777 and /tmp 1777, writable by uid %d", res, uid)
 	}
 }
+
+// TestStorageBoundWithinMemory: with a small memory limit and no storage
+// bound, a write that fills the disk is ENOSPC, not an out-of-memory kill
+// of it and of every command after it (the volumes' pages count against
+// the memory limit).
+func TestStorageBoundWithinMemory(t *testing.T) {
+	s := newFixture(t)
+	sb := s.provision(t, sandbox.Spec{SessionID: "storage-memory", Hardening: sandbox.Hardening{MemoryBytes: 64 << 20, ReadOnlyRootfs: true}})
+	res := execIn(t, sb, "dd if=/dev/zero of=/workspace/big bs=1048576 count=100")
+	if res.ExitCode == 0 || !strings.Contains(res.Stderr, "No space left") {
+		t.Errorf("writing 100 MiB under a 64 MiB memory limit: %+v; want a failure with no space left", res)
+	}
+	if res := execIn(t, sb, "echo alive; rm /workspace/big"); res.ExitCode != 0 || res.Stdout != "alive\n" {
+		t.Errorf("after the full disk: %+v; want the sandbox usable", res)
+	}
+}
+
+func TestStorageBoundRule(t *testing.T) {
+	for _, tt := range []struct {
+		h    sandbox.Hardening
+		want int64 // -1 for a refusal
+	}{
+		{sandbox.Hardening{}, sandbox.DefaultEphemeralStorageBytes},
+		{sandbox.Hardening{MemoryBytes: 128 << 20}, 64 << 20},
+		{sandbox.Hardening{MemoryBytes: 4 << 30}, sandbox.DefaultEphemeralStorageBytes},
+		{sandbox.Hardening{EphemeralStorageBytes: 8 << 20}, 8 << 20},
+		{sandbox.Hardening{EphemeralStorageBytes: 1 << 30, MemoryBytes: 4 << 30}, 1 << 30},
+		{sandbox.Hardening{EphemeralStorageBytes: 65 << 20, MemoryBytes: 128 << 20}, -1},
+		{sandbox.Hardening{EphemeralStorageBytes: 1 << 30}, -1},
+	} {
+		got, err := storageBound(tt.h)
+		if tt.want < 0 && !errors.Is(err, sandbox.ErrInvalidHardening) || tt.want >= 0 && (err != nil || got != tt.want) {
+			t.Errorf("storageBound(%+v) = %d, %v; want %d (-1: ErrInvalidHardening)", tt.h, got, err, tt.want)
+		}
+	}
+}
