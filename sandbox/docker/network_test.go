@@ -35,13 +35,14 @@ func TestUnrestrictedSessionsIsolated(t *testing.T) {
 	}
 
 	// listen starts a one-connection listener on port 8080 in a and waits
-	// until it listens; the channel gets what it received.
+	// until it listens; the channel gets what it received (or the error).
 	listen := func() <-chan string {
 		got := make(chan string, 1)
 		go func() {
 			res, err := a.Exec(ctx, sandbox.ExecRequest{Command: "nc -l -p 8080", Timeout: 30 * time.Second})
 			if err != nil {
-				t.Errorf("listener: %v", err)
+				got <- "listener: " + err.Error()
+				return
 			}
 			got <- res.Stdout
 		}()
