@@ -19,6 +19,8 @@ const (
 	exitFailure     = 1 // Stockade itself failed (engine, filesystem, bug)
 	exitUnsupported = 2 // usage error, or a repository layout we refuse
 	exitFindings    = 3 // the baseline fails or is inconclusive
+	// exitAcquisition: the repository's modules could not be downloaded.
+	exitAcquisition = 4
 )
 
 // command is one subcommand. Each lives in its own file and registers itself
@@ -197,7 +199,8 @@ Commands:
 	}
 	fmt.Fprint(w, `
 Exit codes: 0 clean, 1 Stockade's own failure, 2 usage error or unsupported
-layout, 3 baseline failing or inconclusive.
+layout, 3 baseline failing or inconclusive, 4 the modules go.mod requires
+could not be downloaded.
 
 Run 'stockade help <command>' for a command's manual.
 `)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stockade/stockade/internal/report"
 )
 
 // TestRun_ExitCodes: every command's outcome becomes an exit code in one
@@ -69,6 +71,17 @@ func TestExitCode(t *testing.T) {
 	} {
 		if got := exitCode(tc.err); got != tc.want {
 			t.Errorf("exitCode(%v) = %d; want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestExitCodes_MatchReport: the manual's exit codes are the report's.
+func TestExitCodes_MatchReport(t *testing.T) {
+	for _, v := range []report.Verdict{report.Clean, report.Unsupported, report.Failing, report.Inconclusive, report.AcquisitionFailed} {
+		want := map[report.Verdict]int{report.Clean: exitOK, report.Unsupported: exitUnsupported, report.Failing: exitFindings,
+			report.Inconclusive: exitFindings, report.AcquisitionFailed: exitAcquisition}[v]
+		if got := v.ExitCode(); got != want {
+			t.Errorf("%s.ExitCode() = %d; the manual says %d", v, got, want)
 		}
 	}
 }

@@ -45,17 +45,26 @@ is given.
 While it works on a terminal, inspect shows the current phase and the time
 spent on stderr; otherwise it prints nothing but the report.
 
+-deadline bounds the whole command; inside it each phase has its own
+budget and gets what is left when that is less: the image 10m, the lock
+wait -lock-timeout, the build-cache seed 20m, acquisition 10m, the
+validation -timeout, the candidate listing 10m. When the deadline leaves
+too little for a phase, the report is inconclusive and names the phase.
+
 Exit codes:
 	0  clean: every check passed
 	1  Stockade itself failed (engine, filesystem, lock timeout)
 	2  usage error, or a layout that is not supported (the report says why)
-	3  the baseline fails or is inconclusive (timeout, truncated output, ...)
+	3  the baseline fails or is inconclusive (timeout, truncated output,
+	   the -deadline ran out, ...)
+	4  acquisition failed: the modules go.mod requires could not be
+	   downloaded (checksum mismatch, a version the proxy does not have)
 
 Examples:
 
 	stockade inspect .
 	stockade inspect -fixture-proxy testdata/modules testdata/repos/clean
-	stockade inspect -json -timeout 5m ~/src/github.com/google/uuid
+	stockade inspect -json -timeout 5m -deadline 20m ~/src/github.com/google/uuid
 	stockade inspect -worktree -v .`,
 		flags: inspectFlags,
 	})
@@ -67,7 +76,8 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy")
 		proxy        = fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy)
 		worktree     = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
-		timeout      = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together)")
+		timeout      = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
+		deadline     = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
 		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
 		lockTimeout  = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory")
 		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
@@ -80,8 +90,8 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		if *fixtureProxy != "" && *proxy != "" {
 			return usagef("inspect", "stockade inspect: -fixture-proxy and -proxy cannot be used together")
 		}
-		if *timeout <= 0 || *lockTimeout < 0 {
-			return usagef("inspect", "stockade inspect: -timeout must be positive and -lock-timeout not negative")
+		if *timeout <= 0 || *deadline <= 0 || *lockTimeout < 0 {
+			return usagef("inspect", "stockade inspect: -timeout and -deadline must be positive and -lock-timeout not negative")
 		}
 		dir, err := filepath.Abs(args[0])
 		if err != nil {
@@ -108,6 +118,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			FixtureProxy: fp,
 			Proxy:        *proxy,
 			Timeout:      *timeout,
+			Deadline:     *deadline,
 			DataDir:      *dataDir,
 			LockTimeout:  *lockTimeout,
 			Pull:         *pull,
@@ -147,14 +158,14 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 	}
 }
 
-// inspect connects to the engine only when the module is not refused, so a
-// refusal needs no engine at all.
+// inspect runs validate.Inspect, which refuses a layout before it calls the
+// engine; when no engine can even be found, a refusal is still reported.
 func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report, error) {
-	if rep, refused := validate.Refuse(opts.Dir); refused {
-		return rep, nil
-	}
 	eng, err := dockerapi.New("")
 	if err != nil {
+		if rep, refused := validate.Refuse(ctx, opts.Dir, opts.Worktree); refused {
+			return rep, nil
+		}
 		return nil, err
 	}
 	defer eng.Close()

@@ -25,7 +25,8 @@ func TestInspect_Usage(t *testing.T) {
 		{"two directories", []string{"inspect", "a", "b"}, exitUnsupported, "usage: stockade inspect"},
 		{"both proxies", []string{"inspect", "-proxy", "https://proxy.golang.org", "-fixture-proxy", "x", "d"}, exitUnsupported, "cannot be used together"},
 		{"bad flag", []string{"inspect", "-nope", "d"}, exitUnsupported, "flag provided but not defined"},
-		{"zero timeout", []string{"inspect", "-timeout", "0s", "d"}, exitUnsupported, "-timeout must be positive"},
+		{"zero timeout", []string{"inspect", "-timeout", "0s", "d"}, exitUnsupported, "must be positive"},
+		{"zero deadline", []string{"inspect", "-deadline", "0s", "d"}, exitUnsupported, "must be positive"},
 		{"reap with args", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

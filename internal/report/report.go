@@ -31,17 +31,23 @@ const (
 	// inconclusive.
 	Failing Verdict = "failing"
 	// Inconclusive: at least one check could not be trusted (timeout,
-	// truncated or malformed output, an exit no finding explains).
+	// truncated or malformed output, an exit no finding explains), or
+	// inspect's -timeout ran out before the checks ended (TimedOut).
 	Inconclusive Verdict = "inconclusive"
+	// AcquisitionFailed: the modules go.mod requires could not be
+	// downloaded (a checksum mismatch, a module or version the proxy does
+	// not have), so nothing could be checked. See Acquisition.
+	AcquisitionFailed Verdict = "acquisition_failed"
 )
 
 // Exit codes of `stockade inspect`, one per verdict; ExitError is Stockade's
 // own failure, which has no report.
 const (
-	ExitClean       = 0
-	ExitError       = 1
-	ExitUnsupported = 2
-	ExitFindings    = 3 // failing or inconclusive
+	ExitClean             = 0
+	ExitError             = 1
+	ExitUnsupported       = 2
+	ExitFindings          = 3 // failing or inconclusive
+	ExitAcquisitionFailed = 4
 )
 
 // ExitCode returns the exit code for v.
@@ -53,6 +59,8 @@ func (v Verdict) ExitCode() int {
 		return ExitUnsupported
 	case Failing, Inconclusive:
 		return ExitFindings
+	case AcquisitionFailed:
+		return ExitAcquisitionFailed
 	}
 	return ExitError
 }
@@ -80,8 +88,14 @@ type Report struct {
 	ExitCode int     `json:"exit_code"`
 	// Refusal says why the layout is unsupported; set only with Unsupported.
 	Refusal *Refusal `json:"refusal,omitempty"`
-	Source  *Source  `json:"source,omitempty"`
-	Image   *Image   `json:"image,omitempty"`
+	// Acquisition says why the modules could not be downloaded; set only
+	// with AcquisitionFailed.
+	Acquisition *Acquisition `json:"acquisition,omitempty"`
+	// TimedOut names the phase during which inspect's overall -timeout
+	// ran out, such as "acquire"; the verdict is then Inconclusive.
+	TimedOut string  `json:"timed_out,omitempty"`
+	Source   *Source `json:"source,omitempty"`
+	Image    *Image  `json:"image,omitempty"`
 	// Checks are list, build, vet and test, in that order; empty when refused.
 	Checks []Check `json:"checks"`
 	// Candidates are newer versions of direct dependencies.
@@ -99,6 +113,15 @@ type Refusal struct {
 	Reason string `json:"reason"` // one sentence for a person
 }
 
+// Acquisition is why the modules go.mod requires could not be downloaded.
+type Acquisition struct {
+	// Reason is one sentence for a person.
+	Reason string `json:"reason"`
+	// Detail is the go command's standard error, capped; it names the
+	// module and what went wrong (checksum mismatch, unknown revision).
+	Detail string `json:"detail,omitempty"`
+}
+
 // Source says which tree was validated.
 type Source struct {
 	// Kind is "commit" (the committed tree of a git checkout), "worktree"
@@ -106,6 +129,10 @@ type Source struct {
 	// "directory" (a directory that is not a git checkout).
 	Kind   string `json:"kind"`
 	Commit string `json:"commit,omitempty"` // full hash, with Kind "commit"
+	// Uncommitted, with Kind "commit", reports that the working tree
+	// differs from the committed tree that was validated (changed, added
+	// or deleted files git would commit); -worktree validates them.
+	Uncommitted bool `json:"uncommitted_changes,omitempty"`
 }
 
 // Image is the toolchain image the checks ran in.
@@ -204,14 +231,19 @@ func New(dir string) *Report {
 	return &Report{Schema: Schema, Dir: dir, Checks: []Check{}, Candidates: []Candidate{}}
 }
 
-// Finish computes the verdict and exit code from the refusal and the
-// checks, and sets the total time.
+// Finish computes the verdict and exit code from the refusal, the failed
+// acquisition, the timeout and the checks, in that order, and sets the
+// total time.
 func (r *Report) Finish(total time.Duration) {
 	r.Timings.TotalMS = total.Milliseconds()
 	r.Verdict = Clean
 	switch {
 	case r.Refusal != nil:
 		r.Verdict = Unsupported
+	case r.Acquisition != nil:
+		r.Verdict = AcquisitionFailed
+	case r.TimedOut != "":
+		r.Verdict = Inconclusive // whatever ran, it did not all run
 	default:
 		for _, c := range r.Checks {
 			switch c.Status {

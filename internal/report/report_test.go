@@ -28,10 +28,18 @@ func TestFinish(t *testing.T) {
 		{"not run is inconclusive", nil, []Check{check(StatusPass), check(StatusNotRun)}, Inconclusive, 3},
 		{"nothing ran is never clean", nil, nil, Inconclusive, 3},
 		{"refused", &Refusal{Kind: "vendor", Reason: "r"}, nil, Unsupported, 2},
+		{"acquisition failed", nil, nil, AcquisitionFailed, 4},
+		{"timed out after passing checks", nil, []Check{check(StatusPass)}, Inconclusive, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New("/d")
 			r.Refusal = tc.refusal
+			switch tc.name {
+			case "acquisition failed":
+				r.Acquisition = &Acquisition{Reason: "r"}
+			case "timed out after passing checks":
+				r.TimedOut = "candidates"
+			}
 			r.Checks = append(r.Checks, tc.checks...)
 			r.Finish(time.Second)
 			if r.Verdict != tc.want || r.ExitCode != tc.code {
@@ -76,6 +84,24 @@ func TestGolden(t *testing.T) {
 	}{
 		{"sample", sample()},
 		{"sample-normalized", Normalized(sample())},
+		{"acquisition-failed", func() *Report {
+			r := New("/x")
+			r.Module, r.Go = "example.com/m", "1.24"
+			r.Source = &Source{Kind: "commit", Commit: "0123456789abcdef0123456789abcdef01234567", Uncommitted: true}
+			r.Acquisition = &Acquisition{Reason: "go mod download failed (exit 1)",
+				Detail: "go: example.com/dep@v1.9.0: reading file:///fixture-proxy/example.com/dep/@v/v1.9.0.info: file does not exist\n"}
+			r.Finish(3 * time.Millisecond)
+			return r
+		}()},
+		{"timed-out", func() *Report {
+			r := New("/x")
+			r.Module, r.Go = "example.com/m", "1.24"
+			r.Source = &Source{Kind: "directory"}
+			r.TimedOut = "acquire"
+			r.CandidatesError = "-timeout ran out"
+			r.Finish(3 * time.Millisecond)
+			return r
+		}()},
 		{"refused", func() *Report {
 			r := New("/x")
 			r.Module, r.Go = "example.com/w", "1.24"

@@ -27,12 +27,26 @@ func WriteText(w io.Writer, r *Report) error {
 	if r.Refusal != nil {
 		fmt.Fprintf(&b, "  unsupported (%s): %s\n", r.Refusal.Kind, r.Refusal.Reason)
 	}
+	if a := r.Acquisition; a != nil {
+		fmt.Fprintf(&b, "  acquisition failed: %s\n", a.Reason)
+		for _, l := range strings.Split(strings.TrimSpace(a.Detail), "\n") {
+			if l != "" {
+				fmt.Fprintf(&b, "    %s\n", l)
+			}
+		}
+	}
+	if r.TimedOut != "" {
+		fmt.Fprintf(&b, "  timed out: -timeout ran out during %s\n", r.TimedOut)
+	}
 	if r.Go != "" {
 		fmt.Fprintf(&b, "  go %s", r.Go)
 		if r.Source != nil {
 			fmt.Fprintf(&b, ", %s", sourceText(r.Source))
 		}
 		b.WriteString("\n")
+	}
+	if r.Source != nil && r.Source.Uncommitted {
+		b.WriteString("  uncommitted changes in the working tree were not validated (-worktree validates them)\n")
 	}
 	if im := r.Image; im != nil {
 		fmt.Fprintf(&b, "  image %s (%s, %s)", im.Ref, shortID(im.ID), im.GoVersion)
@@ -77,7 +91,7 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 
-	if r.Refusal == nil {
+	if r.Refusal == nil && r.Acquisition == nil {
 		b.WriteString("\n")
 		switch {
 		case r.CandidatesError != "":

@@ -19,6 +19,9 @@ import (
 
 // Defaults of InspectOptions.
 const (
+	// DefaultDeadline bounds a whole inspect: every phase, from the layout
+	// check to the candidate listing, fits in it.
+	DefaultDeadline = time.Hour
 	// DefaultLockTimeout is how long inspect waits for another run that
 	// holds the data directory.
 	DefaultLockTimeout = 10 * time.Minute
@@ -28,6 +31,51 @@ const (
 	// than the validation's timeout: its own exec overhead.
 	containerSlack = 2 * time.Minute
 )
+
+// Budgets of inspect's phases. Each phase gets min(its budget, what is
+// left of InspectOptions.Deadline); the lock wait's budget is LockTimeout
+// and the validation's is Timeout.
+const (
+	// imageBudget covers choosing the toolchain image, or building the
+	// local one from the host's Go.
+	imageBudget = 10 * time.Minute
+	// openBudget covers opening the run past the lock wait: reaping what a
+	// crashed run left, copying the configured directories.
+	openBudget = 5 * time.Minute
+	// seedBudget covers building the build-cache seed on first use: it
+	// compiles the standard library.
+	seedBudget = 20 * time.Minute
+	// probeBudget covers the mount probe's container.
+	probeBudget = 2 * time.Minute
+	// acquireBudget covers downloading the modules go.mod requires.
+	acquireBudget = 10 * time.Minute
+	// candidatesBudget covers listing and downloading upgrade candidates.
+	candidatesBudget = 10 * time.Minute
+	// hostGrace is how much longer the host waits for a phase that runs
+	// containers than the phase's own in-container timeouts: creating,
+	// starting, collecting output and removing.
+	hostGrace = 2 * time.Minute
+	// minPhase is the least time a phase needs to start: in-container
+	// timeouts have a resolution of one second.
+	minPhase = time.Second
+)
+
+// budget is what is left of inspect's overall deadline.
+type budget struct {
+	deadline time.Time
+	now      func() time.Time
+}
+
+// phase returns how long a phase whose own budget is max may take:
+// min(max, what is left). ok is false when less than minPhase is left:
+// the phase must not start, and inspect has timed out.
+func (b budget) phase(max time.Duration) (d time.Duration, ok bool) {
+	d = b.deadline.Sub(b.now())
+	if max < d {
+		d = max
+	}
+	return d, d >= minPhase
+}
 
 // DefaultDataDir returns $XDG_CACHE_HOME/stockade (os.UserCacheDir). It is
 // under the home directory, which VM-backed engines share by default.
@@ -53,8 +101,13 @@ type InspectOptions struct {
 	// Proxy is GOPROXY for acquisition; empty means DefaultProxy.
 	Proxy string
 	// Timeout bounds the validation (list, build, vet and test together);
-	// zero means DefaultTimeout.
+	// zero means DefaultTimeout. It is the validation phase's budget within
+	// Deadline.
 	Timeout time.Duration
+	// Deadline bounds the whole inspect; zero means DefaultDeadline. Each
+	// phase gets min(its budget, what is left); when too little is left
+	// for a phase, the report is inconclusive and names it (TimedOut).
+	Deadline time.Duration
 	// DataDir holds caches, snapshots and the lock; empty means
 	// DefaultDataDir(). A directory given here must be new, empty or
 	// already marked as Stockade's (toolchain.PrepareDataDir).
@@ -76,19 +129,49 @@ type InspectOptions struct {
 	OnLockWait func(holder string)
 }
 
-// Refuse checks dir's layout without an engine: it returns a finished
-// report and true when the module is refused (an unsupported layout, or a
-// go directive no image in the table can build), and nil and false when it
-// may be inspected. Inspect checks again on the snapshot it validates.
-func Refuse(dir string) (*report.Report, bool) {
+// Refuse checks, without an engine, the layout of the tree of dir that
+// inspect validates (checkTree): it returns a finished report and true
+// when the module is refused (an unsupported layout, or a go directive no
+// image in the table can build), and nil and false when it may be
+// inspected. Inspect makes the same check first, and again on the
+// snapshot it validates.
+func Refuse(ctx context.Context, dir string, worktree bool) (*report.Report, bool) {
 	start := time.Now()
 	rep := report.New(dir)
-	m, _, err := gomod.Check(dir, imagetable.Default(), nil)
+	m, src, err := checkTree(ctx, dir, worktree)
 	if !refusal(rep, m, err) {
 		return nil, false
 	}
+	rep.Source = src
 	rep.Finish(time.Since(start))
 	return rep, true
+}
+
+// checkTree checks the layout of the tree inspect validates: for a git
+// checkout its committed tree (with worktree, the files git would commit
+// from the working tree), so an ignored node_modules or .venv symlink
+// refuses nothing; for any other directory the directory. A checkout's
+// tree is copied to a temporary directory for the check and removed
+// after. It also says which tree that is.
+func checkTree(ctx context.Context, dir string, worktree bool) (*gomod.Module, *report.Source, error) {
+	if !toolchain.IsGitCheckout(ctx, dir) {
+		m, _, err := gomod.Check(dir, imagetable.Default(), nil)
+		return m, &report.Source{Kind: "directory"}, err
+	}
+	tmp, err := os.MkdirTemp("", "stockade-check-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("validate: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	snap, err := toolchain.SnapshotTo(ctx, dir, tmp, toolchain.SnapshotOptions{Worktree: worktree})
+	if errors.Is(err, toolchain.ErrTooLarge) {
+		return nil, nil, &gomod.UnsupportedError{Reason: gomod.ReasonTooLarge, Path: ".", Err: err}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	m, _, err := gomod.Check(snap.Dir, imagetable.Default(), nil)
+	return m, sourceOf(snap), err
 }
 
 // refusal fills rep's refusal (and module facts) from a gomod.Check error;
@@ -146,19 +229,26 @@ type Engine interface {
 	ImageEngine
 }
 
-// Inspect is `stockade inspect`: it checks the layout, picks (or builds)
-// the toolchain image, opens a run on the locked data directory (reaping
-// what a crashed run left), snapshots the module, probes the mounts,
-// acquires the modules, runs the baseline validation in one execute
-// container with a fresh build cache, lists upgrade candidates, and
-// returns the report. Whatever the module does is in the report; an error
-// is Stockade's own failure (engine, filesystem, lock timeout).
+// Inspect is `stockade inspect`: it checks the layout of the tree it will
+// validate, picks (or builds) the toolchain image, opens a run on the
+// locked data directory (reaping what a crashed run left), snapshots the
+// module, probes the mounts, acquires the modules, runs the baseline
+// validation in one execute container with a fresh build cache, lists
+// upgrade candidates, and returns the report. Every phase fits in
+// o.Deadline, each with its own budget. Whatever the module does is in the
+// report, a failed acquisition and a deadline that ran out included; an
+// error is Stockade's own failure (engine, filesystem, lock timeout).
 func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report, error) {
 	start := time.Now()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	total := o.Deadline
+	if total <= 0 {
+		total = DefaultDeadline
+	}
+	b := budget{deadline: start.Add(total), now: time.Now}
 	rep := report.New(o.Dir)
 	var cur string
 	var curStart time.Time
@@ -182,9 +272,21 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		rep.Finish(time.Since(start))
 		return rep, nil
 	}
+	// timedOut ends the report in the current phase: the deadline ran out.
+	timedOut := func() (*report.Report, error) {
+		log.Debug("deadline ran out", "phase", cur)
+		rep.TimedOut = cur
+		return finish()
+	}
+	// cut reports whether err came from the deadline of phase context pctx
+	// rather than from the caller's ctx or a failure.
+	cut := func(pctx context.Context, err error) bool {
+		return err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	}
 
 	phase("check")
-	m, _, err := gomod.Check(o.Dir, imagetable.Default(), nil)
+	m, src, err := checkTree(ctx, o.Dir, o.Worktree)
+	rep.Source = src
 	if refusal(rep, m, err) {
 		return finish()
 	}
@@ -193,7 +295,16 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("image")
-	ic, err := selectImage(ctx, eng, imagetable.Default(), m.Go, o.Pull, log)
+	d, ok := b.phase(imageBudget)
+	if !ok {
+		return timedOut()
+	}
+	pctx, cancel := context.WithTimeout(ctx, d)
+	ic, err := selectImage(pctx, eng, imagetable.Default(), m.Go, o.Pull, log)
+	cancel()
+	if cut(pctx, err) {
+		return timedOut()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -213,15 +324,25 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	r, err := toolchain.Open(ctx, eng, toolchain.Options{
+	// The lock wait is LockTimeout, or what is left when that is less.
+	lockWait, _ := b.phase(o.LockTimeout)
+	if d, ok = b.phase(o.LockTimeout + openBudget); !ok {
+		return timedOut()
+	}
+	pctx, cancel = context.WithTimeout(ctx, d)
+	r, err := toolchain.Open(pctx, eng, toolchain.Options{
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
 		Config:         toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
-		LockTimeout:    o.LockTimeout,
+		LockTimeout:    max(lockWait, 0),
 		OnLockWait:     o.OnLockWait,
 		Logger:         log,
 	})
+	cancel()
+	if cut(pctx, err) || errors.Is(err, toolchain.ErrLocked) && lockWait < o.LockTimeout {
+		return timedOut()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -237,8 +358,8 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return nil, err
 	}
 	rep.Source = sourceOf(snap)
-	// The snapshot is what runs: check it too, since a git checkout's
-	// committed tree can differ from the directory checked above.
+	// The snapshot is what runs: check it too, since the directory may
+	// have changed since the check above.
 	directive := m.Go
 	m, _, err = gomod.Check(snap.Dir, imagetable.Default(), nil)
 	if refusal(rep, m, err) {
@@ -249,14 +370,22 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return nil, err
 	}
 	if m.Go != directive {
-		// The image was chosen for the directory's go directive.
-		return nil, fmt.Errorf("validate: the go directive of the validated tree (%q) differs from the directory's (%q): commit it, or use -worktree", m.Go, directive)
+		// The image was chosen for the checked tree's go directive.
+		return nil, fmt.Errorf("validate: the go directive of the validated tree (%q) changed while inspect ran (%q)", m.Go, directive)
 	}
 
 	phase("seed")
-	seed := ensureSeed(ctx, eng, r, ic.img, o.Owner, rep, log)
+	if d, ok = b.phase(seedBudget); !ok {
+		return timedOut()
+	}
+	pctx, cancel = context.WithTimeout(ctx, d)
+	seed := ensureSeed(pctx, eng, r, ic.img, o.Owner, rep, log)
+	cancel()
 
 	phase("probe")
+	if d, ok = b.phase(probeBudget); !ok {
+		return timedOut()
+	}
 	var extra []string
 	if seed.Valid() {
 		// The seed itself is read-only (0555), even to the host user; its
@@ -264,34 +393,61 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		// seed is inside it.
 		extra = append(extra, filepath.Dir(seed.Dir))
 	}
-	if err := r.Probe(ctx, extra...); err != nil {
+	pctx, cancel = context.WithTimeout(ctx, d)
+	err = r.Probe(pctx, extra...)
+	cancel()
+	if cut(pctx, err) {
+		return timedOut()
+	}
+	if err != nil {
 		return nil, err
 	}
 
 	phase("acquire")
-	acq := acquireExecer{r: r, src: snap.Dir}
+	if d, ok = b.phase(acquireBudget); !ok {
+		return timedOut()
+	}
+	acq := acquireExecer{r: r, src: snap.Dir, until: time.Now().Add(d)}
 	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
 	if err != nil {
 		return nil, fmt.Errorf("validate: acquire: %w", err)
 	}
-	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
+	if out.TimedOut {
+		return timedOut()
+	}
+	if reason := outputReason(out); reason != "" {
+		return nil, fmt.Errorf("validate: acquiring modules: %s", reason)
+	}
+	if out.ExitCode != 0 {
 		if mod, ver, need, ok := needsNewerGo(ctx, acq, out, m); ok {
 			rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain",
 				Reason: fmt.Sprintf("%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", mod, ver, need, ic.img.Minor)}
 			return finish()
 		}
-		return nil, fmt.Errorf("validate: acquiring modules failed: %s", commandFailure(out, reason))
+		// The repository's requirements cannot be had: a finding about
+		// the repository, not a failure of Stockade's.
+		rep.Acquisition = &report.Acquisition{
+			Reason: fmt.Sprintf("go mod download failed (exit %d): the modules go.mod requires could not be downloaded", out.ExitCode),
+			Detail: capText(out.Stderr, maxAcquisitionDetail),
+		}
+		return finish()
 	}
 
 	phase("validate")
-	c, err := r.Start(ctx, toolchain.Job{
-		Profile: toolchain.Execute, Source: snap.Dir, Timeout: timeout + containerSlack,
+	vt, ok := b.phase(timeout)
+	if !ok {
+		return timedOut()
+	}
+	vctx, cancel := context.WithTimeout(ctx, vt+containerSlack+hostGrace)
+	defer cancel()
+	c, err := r.Start(vctx, toolchain.Job{
+		Profile: toolchain.Execute, Source: snap.Dir, Timeout: vt + containerSlack,
 		ReadOnly: seed.Mounts(), Env: seed.Env(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	res, err := Run(ctx, execExecer{c: c}, Options{Timeout: timeout, ModulePath: m.Path, Logger: log})
+	res, err := Run(vctx, execExecer{c: c}, Options{Timeout: vt, ModulePath: m.Path, Logger: log})
 	if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
 		log.Warn("removing the validation container failed", "err", cerr)
 	}
@@ -302,6 +458,12 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	steps = res.Phases
 
 	phase("candidates")
+	d, ok = b.phase(candidatesBudget)
+	if !ok {
+		rep.CandidatesError = "not listed: the -deadline ran out first"
+		return finish()
+	}
+	acq.until = time.Now().Add(d)
 	cands, err := Candidates(ctx, acq, m.Direct())
 	if err != nil {
 		rep.CandidatesError = err.Error()
@@ -309,6 +471,18 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		rep.Candidates = cands
 	}
 	return finish()
+}
+
+// maxAcquisitionDetail caps the go command's stderr kept in the report of
+// a failed acquisition, in bytes.
+const maxAcquisitionDetail = 4 << 10
+
+// capText returns b as text, at most max bytes of it.
+func capText(b []byte, max int) string {
+	if len(b) > max {
+		return string(b[:max]) + "..."
+	}
+	return string(b)
 }
 
 // needsNewerGo says whether a failed acquisition failed because a
@@ -374,19 +548,32 @@ func sourceOf(s toolchain.Snapshot) *report.Source {
 	case s.Git && s.Worktree:
 		return &report.Source{Kind: "worktree", Commit: s.Commit}
 	case s.Git:
-		return &report.Source{Kind: "commit", Commit: s.Commit}
+		return &report.Source{Kind: "commit", Commit: s.Commit, Uncommitted: s.Uncommitted}
 	}
 	return &report.Source{Kind: "directory"}
 }
 
 // acquireExecer runs module commands in one-shot acquire containers on the
-// snapshot.
+// snapshot, each ending by until, its phase's end.
 type acquireExecer struct {
-	r   *toolchain.Runner
-	src string
+	r     *toolchain.Runner
+	src   string
+	until time.Time
 }
 
+// Exec runs argv for at most timeout (zero: the rest of the phase). With
+// less than minPhase left of the phase it runs nothing and reports a
+// timeout, as the in-container timeout would have.
 func (a acquireExecer) Exec(ctx context.Context, argv []string, timeout time.Duration) (Output, error) {
+	left := time.Until(a.until)
+	if timeout <= 0 || timeout > left {
+		timeout = left
+	}
+	if timeout < minPhase {
+		return Output{ExitCode: -1, TimedOut: true}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout+hostGrace)
+	defer cancel()
 	res, err := a.r.Run(ctx, toolchain.Job{Profile: toolchain.Acquire, Cmd: argv, Source: a.src, Timeout: timeout})
 	return outputOf(res), err
 }

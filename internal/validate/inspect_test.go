@@ -206,7 +206,7 @@ func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
 			if len(rep.Checks) != 0 || rep.Image != nil {
 				t.Errorf("a refused module has checks or an image: %+v", rep)
 			}
-			pre, refused := Refuse(dir)
+			pre, refused := Refuse(context.Background(), dir, false)
 			if !refused || pre.Refusal.Kind != tc.kind {
 				t.Errorf("Refuse(%s) = %+v, %v; want the same refusal", tc.repo, pre, refused)
 			}
@@ -291,6 +291,18 @@ var fixtures = []fixture{
 	{repo: "newer-dep", dir: filepath.Join("testdata", "repos", "newer-dep"), verdict: report.Unsupported, check: func(t *testing.T, r *report.Report) {
 		if r.Refusal == nil || r.Refusal.Kind != "requires_newer_toolchain" || !strings.Contains(r.Refusal.Reason, "stockade.test/nextgo@v0.2.0 requires go >= 1.99") {
 			t.Errorf("refusal %+v; want requires_newer_toolchain naming stockade.test/nextgo@v0.2.0 and go 1.99", r.Refusal)
+		}
+	}},
+	// The repository requires what cannot be had: acquisition fails, a
+	// finding about the repository with its own verdict and exit code.
+	{repo: "missing-dep", dir: filepath.Join("testdata", "repos", "missing-dep"), verdict: report.AcquisitionFailed, check: func(t *testing.T, r *report.Report) {
+		if r.Acquisition == nil || !strings.Contains(r.Acquisition.Detail, "stockade.test/greet@v1.9.0") || r.ExitCode != 4 {
+			t.Errorf("acquisition %+v, exit %d; want the missing stockade.test/greet@v1.9.0 named, exit 4", r.Acquisition, r.ExitCode)
+		}
+	}},
+	{repo: "checksum-mismatch", dir: filepath.Join("testdata", "repos", "checksum-mismatch"), verdict: report.AcquisitionFailed, check: func(t *testing.T, r *report.Report) {
+		if r.Acquisition == nil || !strings.Contains(r.Acquisition.Detail, "checksum mismatch") {
+			t.Errorf("acquisition %+v; want the checksum mismatch named", r.Acquisition)
 		}
 	}},
 	{repo: "old-go", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
