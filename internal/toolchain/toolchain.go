@@ -6,8 +6,10 @@
 // Execute profile, which has no network (enforced by the engine), sees the
 // source snapshot and the module cache read-only, and can write only a
 // fresh, randomly named build cache of its own and a tmpfs at /tmp. Acquire
-// and Mutate run only the toolchain's own module commands, with a writable
-// module cache and network limited by configuration to the configured proxy.
+// and Mutate run only the toolchain's own module commands (ModuleCommands:
+// any other argv, and GOCACHEPROG, is refused before a container exists),
+// with a writable module cache and network limited by configuration to the
+// configured proxy.
 // Tool builds a pinned tool and shares nothing with the repository. Every
 // container is made by internal/container (read-only root, every capability
 // dropped, no new privileges, user 65534, an environment built from scratch,
