@@ -11,30 +11,53 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stockade/stockade/internal/enginetest"
 )
 
-// shells returns the POSIX shells on this machine to run the scripts with:
-// BusyBox's ash (what minimal images have) and dash (Debian's /bin/sh).
-func shells(t *testing.T) [][]string {
-	var out [][]string
-	if p, err := exec.LookPath("busybox"); err == nil {
-		out = append(out, []string{p, "sh"})
+// shell is a POSIX shell to run the scripts with on the host.
+type shell struct {
+	name string   // "busybox" or "dash"
+	argv []string // what comes before -c; nil when it is not installed
+}
+
+// shells returns the shells every script is tested under: BusyBox's ash
+// (what minimal images, ours included, have) and dash (Debian's /bin/sh).
+// Each test runs a subtest per shell, which calls need first.
+func shells(t *testing.T) []shell {
+	bb := shell{name: "busybox"}
+	if p, err := exec.LookPath("/bin/busybox"); err == nil {
+		bb.argv = []string{p, "sh"}
+	} else if p, err := exec.LookPath("busybox"); err == nil {
+		bb.argv = []string{p, "sh"}
 	}
+	dash := shell{name: "dash"}
 	if p, err := exec.LookPath("dash"); err == nil {
-		out = append(out, []string{p})
+		dash.argv = []string{p}
 	}
-	if len(out) == 0 {
-		t.Skip("no busybox or dash to run the scripts with")
+	return []shell{bb, dash}
+}
+
+// need skips t when sh is not installed, or fails it when
+// STOCKADE_REQUIRE_ENGINE=1 (as in CI), so the scripts cannot pass
+// untested there.
+func (sh shell) need(t *testing.T) {
+	t.Helper()
+	if sh.argv != nil {
+		return
 	}
-	return out
+	if enginetest.Required() {
+		t.Fatalf("%s is not installed (%s=1 requires every shell)", sh.name, enginetest.RequireEnv)
+	}
+	t.Skipf("%s is not installed (set %s=1 to fail instead)", sh.name, enginetest.RequireEnv)
 }
 
 // runScript runs script with args under sh and returns stdout, stderr and
 // the exit code.
-func runScript(t *testing.T, sh []string, script string, args ...string) (string, string, int) {
+func runScript(t *testing.T, sh shell, script string, args ...string) (string, string, int) {
 	t.Helper()
-	argv := append(append(append([]string{}, sh[1:]...), "-c", script, "stockade"), args...)
-	cmd := exec.Command(sh[0], argv...)
+	argv := append(append(append([]string{}, sh.argv[1:]...), "-c", script, "stockade"), args...)
+	cmd := exec.Command(sh.argv[0], argv...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -101,7 +124,8 @@ func tree(t *testing.T, dir string) map[string]string {
 
 func TestBulkWriteLands(t *testing.T) {
 	for _, sh := range shells(t) {
-		t.Run(filepath.Base(sh[0]), func(t *testing.T) {
+		t.Run(sh.name, func(t *testing.T) {
+			sh.need(t)
 			root := t.TempDir()
 			w := root + "/w"
 			os.MkdirAll(w+"/old", 0o755)
@@ -180,7 +204,8 @@ func TestBulkWriteFaults(t *testing.T) {
 			{"parent is a file", func(w string) { os.WriteFile(w+"/f", nil, 0o644) }, "/f/x/y", ErrNotDirectory},
 			{"dangling parent link", func(w string) { os.Symlink("/nonexistent/dir", w+"/l") }, "/l/x", ErrNotDirectory},
 		} {
-			t.Run(filepath.Base(sh[0])+"/"+tt.name, func(t *testing.T) {
+			t.Run(sh.name+"/"+tt.name, func(t *testing.T) {
+				sh.need(t)
 				root := t.TempDir()
 				w := root + "/w"
 				os.MkdirAll(w, 0o755)
@@ -227,7 +252,8 @@ func TestBulkWriteShortDelivery(t *testing.T) {
 			{"no bookkeeping", (*BulkWrite).Members, ExitBulkIncomplete, true},
 			{"no members", (*BulkWrite).Bookkeeping, ExitBulkExtract, false},
 		} {
-			t.Run(filepath.Base(sh[0])+"/"+tt.name, func(t *testing.T) {
+			t.Run(sh.name+"/"+tt.name, func(t *testing.T) {
+				sh.need(t)
 				root := t.TempDir()
 				w := root + "/w"
 				os.MkdirAll(w, 0o755)
@@ -261,7 +287,8 @@ func TestBulkWriteShortDelivery(t *testing.T) {
 // chmod fails, and nothing may land.
 func TestBulkRenameModeFails(t *testing.T) {
 	for _, sh := range shells(t) {
-		t.Run(filepath.Base(sh[0]), func(t *testing.T) {
+		t.Run(sh.name, func(t *testing.T) {
+			sh.need(t)
 			root := t.TempDir()
 			w := root + "/w"
 			os.MkdirAll(w, 0o755)
@@ -299,36 +326,39 @@ func TestBulkRenameModeFails(t *testing.T) {
 
 func TestPathFaultShell(t *testing.T) {
 	for _, sh := range shells(t) {
-		root := t.TempDir()
-		os.MkdirAll(root+"/d", 0o755)
-		os.WriteFile(root+"/f", nil, 0o644)
-		for _, tt := range []struct {
-			path string
-			want int
-		}{
-			{root + "/new", 0},
-			{root + "/f", 0},
-			{root + "/x/y/z", 0},
-			{root + "/d", ExitPathIsDirectory},
-			{root + "/f/x", ExitPathNotDirectory},
-		} {
-			_, stderr, code := runScript(t, sh, PathFaultShell, tt.path)
-			if code != tt.want {
-				t.Errorf("%s: PathFaultShell %s = %d (%q); want %d", sh[0], tt.path, code, stderr, tt.want)
+		t.Run(sh.name, func(t *testing.T) {
+			sh.need(t)
+			root := t.TempDir()
+			os.MkdirAll(root+"/d", 0o755)
+			os.WriteFile(root+"/f", nil, 0o644)
+			for _, tt := range []struct {
+				path string
+				want int
+			}{
+				{root + "/new", 0},
+				{root + "/f", 0},
+				{root + "/x/y/z", 0},
+				{root + "/d", ExitPathIsDirectory},
+				{root + "/f/x", ExitPathNotDirectory},
+			} {
+				_, stderr, code := runScript(t, sh, PathFaultShell, tt.path)
+				if code != tt.want {
+					t.Errorf("PathFaultShell %s = %d (%q); want %d", tt.path, code, stderr, tt.want)
+				}
 			}
-		}
-		if os.Geteuid() != 0 {
-			os.MkdirAll(root+"/ro", 0o555)
-			if _, _, code := runScript(t, sh, PathFaultShell, root+"/ro/x"); code != ExitPathNotWritable {
-				t.Errorf("%s: PathFaultShell in a 0555 directory = %d; want %d", sh[0], code, ExitPathNotWritable)
+			if os.Geteuid() != 0 {
+				os.MkdirAll(root+"/ro", 0o555)
+				if _, _, code := runScript(t, sh, PathFaultShell, root+"/ro/x"); code != ExitPathNotWritable {
+					t.Errorf("PathFaultShell in a 0555 directory = %d; want %d", code, ExitPathNotWritable)
+				}
 			}
-		}
-		if _, _, code := runScript(t, sh, UnreplaceableShell, root+"/f", root+"/missing"); code != 0 {
-			t.Errorf("%s: UnreplaceableShell of an ordinary file = %d; want 0", sh[0], code)
-		}
-		if _, _, code := runScript(t, sh, UnreplaceableShell, "/proc"); code != ExitPathNotReplaceable {
-			t.Errorf("%s: UnreplaceableShell of a mount point = %d; want %d", sh[0], code, ExitPathNotReplaceable)
-		}
+			if _, _, code := runScript(t, sh, UnreplaceableShell, root+"/f", root+"/missing"); code != 0 {
+				t.Errorf("UnreplaceableShell of an ordinary file = %d; want 0", code)
+			}
+			if _, _, code := runScript(t, sh, UnreplaceableShell, "/proc"); code != ExitPathNotReplaceable {
+				t.Errorf("UnreplaceableShell of a mount point = %d; want %d", code, ExitPathNotReplaceable)
+			}
+		})
 	}
 }
 
