@@ -598,17 +598,18 @@ func (p *Provider) discard(ctx context.Context, m *made) error {
 			errs = append(errs, p.removeContainer(dctx, m.keeper))
 		}
 	}
+	// A network no session uses would be no session's, and so never
+	// reaped: it goes before the volumes, by which Owned finds the session
+	// if this is cut short. A concurrent Provision that loses it to this
+	// removal makes it again (see createContainer).
+	if m.network {
+		errs = append(errs, p.removeNetworkIfUnused(dctx))
+	}
 	for _, v := range m.volumes {
 		err := p.eng.VolumeRemove(dctx, v, false)
 		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
 			errs = append(errs, fmt.Errorf("docker: remove volume %s: %w", v, err))
 		}
-	}
-	// A network no session uses would be no session's, and so never
-	// reaped. A concurrent Provision that loses it to this removal makes
-	// it again (see createContainer).
-	if m.network {
-		errs = append(errs, p.removeNetworkIfUnused(dctx))
 	}
 	return errors.Join(errs...)
 }
@@ -846,8 +847,8 @@ func (p *Provider) Reap(ctx context.Context, sessionID domain.ID) error {
 }
 
 // remove revokes (when asked and a revoker is known), then removes session
-// id's container, keeper and volumes and waits until they are gone; then
-// the owner's network if no session container is left.
+// id's container and keeper, the owner's network if no session container
+// is left, and the session's volumes, and waits until they are gone.
 func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error {
 	if revoke {
 		p.mu.Lock()
@@ -890,6 +891,11 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// The network before the volumes: a crash between the two then leaves
+	// volumes, by which Owned still finds the session and Reap finishes.
+	if err := p.removeNetworkIfUnused(rctx); err != nil {
+		return err
+	}
 	vols, err := p.eng.VolumeList(rctx, dockerapi.LabelsFilter(p.labels(id)))
 	if err != nil {
 		return fmt.Errorf("docker: list volumes of %s: %w", id, err)
@@ -913,9 +919,6 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	p.mu.Lock()
 	delete(p.revokers, id)
 	p.mu.Unlock()
-	if err := p.removeNetworkIfUnused(rctx); err != nil {
-		return err
-	}
 	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
 	return nil
 }
