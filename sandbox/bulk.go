@@ -60,7 +60,7 @@ type BulkWrite struct {
 // target). Each path must be absolute, clean, below workdir and distinct; a
 // path outside workdir is a *PathNotWritableError. Data is not copied.
 func NewBulkWrite(workdir string, files []FileWrite) (*BulkWrite, error) {
-	if err := cleanPath(workdir); err != nil {
+	if err := CheckPath(workdir); err != nil {
 		return nil, fmt.Errorf("sandbox: bulk write root: %w", err)
 	}
 	if len(files) > maxBulkFiles {
@@ -69,7 +69,7 @@ func NewBulkWrite(workdir string, files []FileWrite) (*BulkWrite, error) {
 	seen := make(map[string]bool, len(files))
 	total := 0
 	for _, f := range files {
-		if err := cleanPath(f.Path); err != nil {
+		if err := CheckPath(f.Path); err != nil {
 			return nil, err
 		}
 		if !strings.HasPrefix(f.Path, workdir+"/") {

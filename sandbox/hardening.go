@@ -55,8 +55,10 @@ type Hardening struct {
 	RunAsUser *int64
 }
 
-// isZero reports whether h is the zero Hardening.
-func (h Hardening) isZero() bool {
+// IsZero reports whether h is the zero Hardening, which stands for every
+// default (see the package documentation); a Hardening that sets anything,
+// even to its default value, is not zero and is taken as written.
+func (h Hardening) IsZero() bool {
 	return h.CPUMillis == 0 && h.MemoryBytes == 0 && h.PidsLimit == 0 && h.EphemeralStorageBytes == 0 &&
 		h.CapDrop == nil && !h.ReadOnlyRootfs && h.RunAsUser == nil
 }
@@ -237,7 +239,7 @@ func (h Hardening) check(gated bool) error {
 		return fmt.Errorf("RunAsUser 0: sandboxes never run as root")
 	case h.RunAsUser != nil && (*h.RunAsUser < 0 || *h.RunAsUser > maxUID):
 		return fmt.Errorf("RunAsUser %d out of range", *h.RunAsUser)
-	case gated && !h.isZero() && !h.ReadOnlyRootfs:
+	case gated && !h.IsZero() && !h.ReadOnlyRootfs:
 		return fmt.Errorf("a gated sandbox needs a read-only root")
 	}
 	for _, c := range h.CapDrop {

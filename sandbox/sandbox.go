@@ -377,7 +377,8 @@ func WritablePaths(workdir string) []string {
 	return out
 }
 
-// within reports whether p is root or below it.
+// within reports whether p is root or below it. Mind the order: the
+// directory comes first, the path tested second.
 func within(root, p string) bool {
 	if root == "/" {
 		return true
@@ -385,10 +386,12 @@ func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, root+"/")
 }
 
-// cleanPath reports whether p is an absolute, clean path other than "/"
-// with no NUL or other control character (the scripts read paths one a
-// line).
-func cleanPath(p string) error {
+// CheckPath is the rule every path inside a sandbox must pass before it
+// reaches a backend, the engine or a script: absolute, clean (path.Clean
+// leaves it unchanged), not "/" itself, and free of NUL and every other
+// control character (the scripts read paths one a line). It returns nil or
+// an error saying which part of the rule p breaks.
+func CheckPath(p string) error {
 	if p == "" || p[0] != '/' || path.Clean(p) != p || p == "/" {
 		return fmt.Errorf("sandbox: path %q is not an absolute clean path below /", p)
 	}

@@ -129,7 +129,7 @@ func TestPathNotWritableError(t *testing.T) {
 	}
 }
 
-func TestCleanPath(t *testing.T) {
+func TestCheckPath(t *testing.T) {
 	for _, tt := range []struct {
 		p  string
 		ok bool
@@ -146,8 +146,37 @@ func TestCleanPath(t *testing.T) {
 		{"/a\x00b", false},
 		{"/a\tb", false},
 	} {
-		if err := cleanPath(tt.p); (err == nil) != tt.ok {
-			t.Errorf("cleanPath(%q) = %v; want ok=%v", tt.p, err, tt.ok)
+		if err := CheckPath(tt.p); (err == nil) != tt.ok {
+			t.Errorf("CheckPath(%q) = %v; want ok=%v", tt.p, err, tt.ok)
+		}
+	}
+}
+
+// TestHardeningIsZero checks IsZero against every field of Hardening, so a
+// field added later cannot be forgotten by it (and by the backends that
+// call it).
+func TestHardeningIsZero(t *testing.T) {
+	if !(Hardening{}).IsZero() {
+		t.Errorf("Hardening{}.IsZero() = false")
+	}
+	typ := reflect.TypeOf(Hardening{})
+	for i := 0; i < typ.NumField(); i++ {
+		var h Hardening
+		f := reflect.ValueOf(&h).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(1)
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 0, 0)) // empty but not nil
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to set it", typ.Field(i).Name, f.Kind())
+		}
+		if h.IsZero() {
+			t.Errorf("Hardening with %s set: IsZero() = true", typ.Field(i).Name)
 		}
 	}
 }

@@ -98,7 +98,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -357,7 +356,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if workdir == "" {
 		workdir = sandbox.DefaultWorkdir
 	}
-	if err := checkPath(workdir); err != nil {
+	if err := sandbox.CheckPath(workdir); err != nil {
 		return nil, fmt.Errorf("docker: workdir: %w", err)
 	}
 	if err := sandbox.ValidateEnv(spec.Env); err != nil {
@@ -367,7 +366,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if err := h.Validate(spec.Gate != nil); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if !reflectZero(h) && !h.ReadOnlyRootfs {
+	if !h.IsZero() && !h.ReadOnlyRootfs {
 		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
 	}
 	uid := int64(container.UID)
@@ -443,11 +442,6 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
 	}
 	return r, nil
-}
-
-func reflectZero(h sandbox.Hardening) bool {
-	return h.CPUMillis == 0 && h.MemoryBytes == 0 && h.PidsLimit == 0 && h.EphemeralStorageBytes == 0 &&
-		h.CapDrop == nil && !h.ReadOnlyRootfs && h.RunAsUser == nil
 }
 
 // maxProvisionAttempts bounds the create/adopt loop, which repeats only
@@ -786,7 +780,7 @@ func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string)
 	if err := sessionID.Validate(); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if err := checkPath(root); err != nil {
+	if err := sandbox.CheckPath(root); err != nil {
 		return nil, fmt.Errorf("docker: export: %w", err)
 	}
 	c, err := p.find(ctx, sessionID)
@@ -958,18 +952,4 @@ func sleep(ctx context.Context, d time.Duration, skip bool) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// checkPath is sandbox's rule for paths: absolute, clean, below /, no
-// control characters.
-func checkPath(p string) error {
-	if p == "" || p[0] != '/' || path.Clean(p) != p || p == "/" {
-		return fmt.Errorf("path %q is not an absolute clean path below /", p)
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] < 0x20 || p[i] == 0x7f {
-			return fmt.Errorf("path %q holds a control character", p)
-		}
-	}
-	return nil
 }

@@ -33,7 +33,7 @@ func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
 // the sandbox (the engine resolves them within the container's root), at
 // most 16 of them.
 func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.ReadCloser, int64, error) {
-	if err := checkPath(p); err != nil {
+	if err := sandbox.CheckPath(p); err != nil {
 		return nil, 0, fmt.Errorf("docker: read: %w", err)
 	}
 	if maxBytes <= 0 {
@@ -146,7 +146,7 @@ func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
 	var runs []run
 	var stop error
 	for _, f := range files {
-		if err := checkPath(f.Path); err != nil {
+		if err := sandbox.CheckPath(f.Path); err != nil {
 			return fmt.Errorf("docker: write: %w", err)
 		}
 		root := b.rootOf(f.Path)
