@@ -406,6 +406,9 @@ func TestInspect_CommittedTreeOrWorktree(t *testing.T) {
 		if rep.Verdict != tc.verdict {
 			t.Errorf("worktree=%v: verdict %s; want %s", tc.worktree, rep.Verdict, tc.verdict)
 		}
+		if rep.Source != nil && rep.Source.Uncommitted != !tc.worktree {
+			t.Errorf("worktree=%v: uncommitted_changes %v; want %v", tc.worktree, rep.Source.Uncommitted, !tc.worktree)
+		}
 	}
 	if after := treeDigest(t, dir); after != before {
 		t.Errorf("inspect changed the checkout:\nbefore %s\nafter  %s", before, after)
