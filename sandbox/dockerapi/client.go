@@ -249,8 +249,9 @@ type request struct {
 	headers map[string]string
 	// ok lists the statuses that count as success; empty means 2xx.
 	ok []int
-	// notRunning maps 409 to ErrNotRunning for calls where that is what the
-	// engine means by it (kill, exec, attach).
+	// notRunning marks calls that need a running container (kill, exec
+	// create, exec start): their not-running answers match ErrNotRunning;
+	// see answerNotRunning.
 	notRunning bool
 }
 
