@@ -127,3 +127,31 @@ func TestInspect_LockTimeout(t *testing.T) {
 		t.Errorf("printed %q; want no report", stdout.String())
 	}
 }
+
+// TestInspect_RefusesForeignDataDir: a -data-dir that is not empty and
+// not marked as Stockade's is a usage error, and nothing in it changes.
+func TestInspect_RefusesForeignDataDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the engine for image selection")
+	}
+	enginetest.Client(t)
+	dataDir := t.TempDir()
+	os.Chmod(dataDir, 0o755)
+	if err := os.WriteFile(filepath.Join(dataDir, "lock"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dataDir, "run-x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"inspect", "-data-dir", dataDir,
+		"-fixture-proxy", filepath.Join("..", "..", "testdata", "modules"), filepath.Join("..", "..", "testdata", "repos", "clean")}, &stdout, &stderr)
+	if code != exitUnsupported || !strings.Contains(stderr.String(), "not a Stockade data directory") {
+		t.Errorf("inspect -data-dir (foreign) = exit %d, stderr %q; want %d naming the directory as not Stockade's", code, stderr.String(), exitUnsupported)
+	}
+	fi, _ := os.Stat(dataDir)
+	b, _ := os.ReadFile(filepath.Join(dataDir, "lock"))
+	if _, err := os.Stat(filepath.Join(dataDir, "run-x")); err != nil || fi.Mode().Perm() != 0o755 || string(b) != "mine\n" {
+		t.Errorf("the directory changed: mode %v, lock %q, run-x %v", fi.Mode().Perm(), b, err)
+	}
+}
