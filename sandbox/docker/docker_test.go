@@ -108,7 +108,7 @@ func TestContract(t *testing.T) {
 		Squat: func(ctx context.Context, id domain.ID) (func(), error) {
 			// Labelled with the owner so a sweep finds it, but not as a
 			// session: the provider must refuse it.
-			cfg, err := container.Spec{Image: img, Cmd: []string{"true"}, Labels: map[string]string{label.Managed: label.ManagedValue, label.Owner: owner}}.Config()
+			cfg, err := container.Spec{Image: img, Cmd: []string{"true"}, Labels: map[string]string{label.Managed: label.ManagedValue, label.Owner: owner, label.Kind: "squat"}}.Config()
 			if err != nil {
 				return nil, err
 			}
