@@ -35,6 +35,9 @@ lists newer versions of the direct dependencies, and prints a report.
 Layouts not supported yet (go.work workspaces, vendoring, nested modules,
 local replace targets, submodules, symlinks leaving the repository, a go
 directive outside the image table) are refused before any container runs.
+The check reads the tree that is validated: files git ignores count for
+neither. When the committed tree is validated and the working tree differs
+from it, the report says so.
 
 The toolchain image is chosen from the go directive. A local image from
 'stockade image build' serves for its Go minor, and for older directives
