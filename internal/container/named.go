@@ -78,6 +78,26 @@ func SessionSpec(owner, session string, uid int64) Spec {
 	}
 }
 
+// Limits of a session's keeper, which only sleeps to keep the session's
+// tmpfs volumes mounted while the session container is stopped or
+// restarted.
+const (
+	KeeperNanoCPUs    = 100_000_000 // a tenth of a CPU (a hundredth made starting it take 2 s)
+	KeeperMemoryBytes = 16 << 20    // bytes; a shell and sleep
+	KeeperPidsLimit   = 8           // docker-init, sh, sleep, and room
+)
+
+// KeeperSpec returns the start of session's keeper container: a session
+// container (SessionSpec's labels and main process) as nobody, with no
+// network, the keeper's limits and "/" as its working directory. The caller
+// adds the image and the session's volumes, read-only.
+func KeeperSpec(owner, session string) Spec {
+	s := SessionSpec(owner, session, UID)
+	s.Workdir, s.Network = "/", "none"
+	s.Limits = Limits{NanoCPUs: KeeperNanoCPUs, MemoryBytes: KeeperMemoryBytes, PidsLimit: KeeperPidsLimit}
+	return s
+}
+
 // TimeoutCmd wraps argv in the image's busybox timeout, which SIGKILLs the
 // command after d (rounded up to whole seconds, at least one). Exit status
 // 137 after d means the timeout fired.

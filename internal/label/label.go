@@ -33,6 +33,11 @@ const (
 	// Spec is a digest of the parts of a session spec that must match for
 	// Provision to adopt an existing sandbox.
 	Spec = "io.stockade.spec"
+	// CreatedBy marks a session volume with a token of the Provision call
+	// that created it: the engine answers a create of an existing volume
+	// with that volume, so the token is how a call knows what it made, and
+	// so may remove after a failed create.
+	CreatedBy = "io.stockade.created-by"
 )
 
 // Kinds.

@@ -45,7 +45,8 @@
 // network's creator (the engine's own pools run out at about 30 networks).
 // It is created on first need (a create that loses the race uses the
 // winner's network after checking its labels and settings) and removed by
-// the Reap or Destroy that leaves the owner without session containers.
+// the Reap or Destroy that leaves the owner without session containers, or
+// by an Owned that finds none (what a crash may leave).
 //
 // # How commands run and die
 //
@@ -273,14 +274,6 @@ func specDigest(image, workdir string, n domain.Networking, network string, root
 	return hex.EncodeToString(s[:12])
 }
 
-// Limits of the keeper, which only sleeps (see Storage in the package
-// documentation).
-const (
-	keeperNanoCPUs    = 100_000_000 // a tenth of a CPU, in billionths (1% made starting it take 2 s)
-	keeperMemoryBytes = 16 << 20    // bytes; the keeper is a shell and sleep
-	keeperPidsLimit   = 8           // docker-init, sh, sleep, and room
-)
-
 // storageBound is what h lets a sandbox write, in bytes: its
 // EphemeralStorageBytes, at most half its memory limit, or when zero the
 // smaller of sandbox.DefaultEphemeralStorageBytes and that half. The
@@ -313,12 +306,6 @@ func volumeOptions(root string, size int64) map[string]string {
 	}
 	return map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("size=%d,mode=%s,nosuid,nodev", size, mode)}
 }
-
-// createdByLabel marks a volume with a token of the Provision call that
-// created it: the engine answers a create of an existing volume with that
-// volume, so the token is how a call knows what it made, and so may remove
-// after a failed create.
-const createdByLabel = "io.stockade.created-by"
 
 // dockerDefaultCaps is the engine's default capability set: what a CapDrop
 // without ALL keeps, minus what it names.
@@ -416,27 +403,12 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot))
 	}
 	name := p.containerName(spec.SessionID)
-	labels := p.labels(spec.SessionID)
-	labels[label.Spec] = r.digest
-	r.cfg = container.Spec{
-		Image:   spec.Image,
-		Cmd:     []string{"/bin/sh", "-c", "while :; do sleep 86400; done"},
-		Env:     env,
-		User:    fmt.Sprintf("%d:%d", uid, uid),
-		Workdir: workdir,
-		Network: network,
-		Limits:  container.Limits{NanoCPUs: nano, MemoryBytes: h.MemoryBytes, PidsLimit: pids},
-		CapAdd:  capAdd,
-		Labels:  labels,
-		Init:    true,
-	}
-	// The keeper is a session container that only sleeps: nobody, no
-	// network, tiny limits, the volumes read-only.
-	r.keeper = container.SessionSpec(p.owner, string(spec.SessionID), container.UID)
+	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), uid)
+	r.cfg.Labels[label.Spec] = r.digest
+	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd = spec.Image, env, workdir, network, capAdd
+	r.cfg.Limits = container.Limits{NanoCPUs: nano, MemoryBytes: h.MemoryBytes, PidsLimit: pids}.Or(r.cfg.Limits)
+	r.keeper = container.KeeperSpec(p.owner, string(spec.SessionID))
 	r.keeper.Image = spec.Image
-	r.keeper.Workdir = "/"
-	r.keeper.Network = "none"
-	r.keeper.Limits = container.Limits{NanoCPUs: keeperNanoCPUs, MemoryBytes: keeperMemoryBytes, PidsLimit: keeperPidsLimit}
 	for i, root := range r.roots {
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
 		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
@@ -509,7 +481,7 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 // made records what one Provision call created.
 type made struct {
 	session   domain.ID
-	token     string   // createdByLabel value of this call's volumes
+	token     string   // label.CreatedBy value of this call's volumes
 	volumes   []string // names
 	keeper    string   // container ID; "" if this call made none
 	container string   // container ID; "" if this call made none
@@ -621,7 +593,7 @@ func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *mad
 			defer wg.Done()
 			vn := volumeName(name, i)
 			labels := p.labels(r.spec.SessionID)
-			labels[createdByLabel] = m.token
+			labels[label.CreatedBy] = m.token
 			v, err := p.eng.VolumeCreate(ctx, dockerapi.VolumeCreate{Name: vn, Driver: "local", DriverOpts: r.volOpts[i], Labels: labels})
 			switch {
 			case err != nil:
@@ -629,7 +601,7 @@ func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *mad
 			case !p.ours(v.Labels, r.spec.SessionID):
 				errs[i] = fmt.Errorf("docker: volume %s exists without this owner's labels; refusing to mount it", vn)
 			default:
-				created[i] = v.Labels[createdByLabel] == m.token
+				created[i] = v.Labels[label.CreatedBy] == m.token
 				if !maps.Equal(v.Options, r.volOpts[i]) {
 					errs[i] = fmt.Errorf("docker: session %s: %w: volume %s was made with options %q, the spec asks %q (reap the session first)",
 						r.spec.SessionID, sandbox.ErrSpecMismatch, vn, v.Options, r.volOpts[i])
@@ -801,12 +773,20 @@ func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string)
 // container (the sandbox or its keeper) or a volume of this owner, so the
 // volumes a crash left between their creation and the container's are
 // reaped too. The owner's network is no session's: each Reap removes it
-// once no session container of the owner is left.
+// once no session container of the owner is left, and so does Owned when
+// it finds none, since a crash can leave the network with no session to
+// reap (a create the dead process had in flight completes after the
+// restarted one's Reap; a Reap killed before the network's removal).
 func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	f := dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession))
 	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list sandboxes: %w", err)
+	}
+	if len(cs) == 0 {
+		if err := p.removeNetworkIfUnused(ctx); err != nil {
+			return nil, err
+		}
 	}
 	vs, err := p.eng.VolumeList(ctx, f)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -37,48 +36,11 @@ func (b *box) ID() string { return b.id }
 
 func (b *box) user() string { return fmt.Sprintf("%d:%d", b.uid, b.uid) }
 
-// setupShell opens the writable roots (scripts/setup.sh). Its result is
-// recognisable by the roots' modes (0777, and 01777 for /tmp, which a fresh
-// volume never has), so an archive stat (a few milliseconds on a running
-// container) tells whether it is needed.
-//
-//go:embed scripts/setup.sh
-var setupShell string
-
-// rootMode is the mode setupShell gives a writable root.
-func rootMode(root string) os.FileMode {
-	if root == "/tmp" {
-		return 0o777 | os.ModeSticky
-	}
-	return 0o777
-}
-
-// volumesReady reports whether setupShell already ran.
-func (b *box) volumesReady(ctx context.Context) bool {
-	for _, r := range b.roots {
-		st, err := b.p.eng.ArchiveStat(ctx, b.id, r)
-		if err != nil || !st.Mode.IsDir() || st.Mode&(os.ModePerm|os.ModeSticky) != rootMode(r) {
-			return false
-		}
-	}
-	return true
-}
-
-// start starts the container (a no-op when it runs) and prepares the
-// writable roots if needed.
+// start starts the container; a no-op when it runs. The writable roots get
+// their modes when their volumes are created, so nothing else is needed.
 func (b *box) start(ctx context.Context) error {
 	if err := b.p.eng.ContainerStart(ctx, b.id); err != nil {
 		return fmt.Errorf("docker: start %s: %w", b.name, err)
-	}
-	if b.volumesReady(ctx) {
-		return nil
-	}
-	res, err := b.script(ctx, "0:0", setupShell, b.roots...)
-	if err != nil {
-		return fmt.Errorf("docker: prepare %s: %w", b.name, err)
-	}
-	if res.code != 0 {
-		return fmt.Errorf("docker: prepare %s: exit %d: %s", b.name, res.code, strings.TrimSpace(res.stderr))
 	}
 	return nil
 }
