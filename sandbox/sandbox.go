@@ -369,21 +369,12 @@ func WritablePaths(workdir string) []string {
 	sort.Strings(cands)
 	var out []string
 	for _, p := range cands {
-		if len(out) > 0 && within(out[len(out)-1], p) {
+		if len(out) > 0 && container.Within(out[len(out)-1], p) {
 			continue
 		}
 		out = append(out, p)
 	}
 	return out
-}
-
-// within reports whether p is root or below it. Mind the order: the
-// directory comes first, the path tested second.
-func within(root, p string) bool {
-	if root == "/" {
-		return true
-	}
-	return p == root || strings.HasPrefix(p, root+"/")
 }
 
 // CheckPath is the rule every path inside a sandbox must pass before it

@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 
@@ -95,7 +94,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	if s.Image == "" {
 		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: no image", ErrInvalidSpec)
 	}
-	if s.Workdir != "" && !cleanAbs(s.Workdir) {
+	if s.Workdir != "" && !CleanAbs(s.Workdir) {
 		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: workdir %q is not an absolute clean path", ErrInvalidSpec, s.Workdir)
 	}
 	env, err := envList(s.Env)
@@ -158,7 +157,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	}
 	seen := map[string]bool{}
 	for _, m := range s.Mounts {
-		if !cleanAbs(m.Target) || m.Target == "/" {
+		if !CleanAbs(m.Target) || m.Target == "/" {
 			return dockerapi.ContainerConfig{}, fmt.Errorf("%w: mount target %q is not an absolute clean path below /", ErrInvalidSpec, m.Target)
 		}
 		if seen[m.Target] {
@@ -170,7 +169,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			if m.Source == "" {
 				return dockerapi.ContainerConfig{}, fmt.Errorf("%w: %s mount at %q has no source", ErrInvalidSpec, m.Type, m.Target)
 			}
-			if m.Type == Bind && !cleanAbs(m.Source) {
+			if m.Type == Bind && !CleanAbs(m.Source) {
 				return dockerapi.ContainerConfig{}, fmt.Errorf("%w: bind source %q is not an absolute clean path", ErrInvalidSpec, m.Source)
 			}
 			dm := dockerapi.Mount{Type: string(m.Type), Source: m.Source, Target: m.Target, ReadOnly: !m.Writable}
@@ -226,10 +225,6 @@ func envList(env map[string]string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func cleanAbs(p string) bool {
-	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsRune(p, 0)
 }
 
 // RandomName returns NamePrefix + kind + "-" + 12 random hex digits.

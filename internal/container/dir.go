@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 )
 
 // MkdirFresh creates parent/<prefix>-<16 random hex digits> with mode
@@ -28,4 +30,19 @@ func MkdirFresh(parent, prefix string, mode fs.FileMode) (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("container: could not make a fresh %s directory in %s", prefix, parent)
+}
+
+// CleanAbs reports whether p is an absolute, clean slash path without NUL
+// bytes: the form of every path Stockade mounts or names in a container.
+func CleanAbs(p string) bool {
+	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsRune(p, 0)
+}
+
+// Within reports whether p is root or below it, for clean absolute paths.
+// Mind the order: the directory first, the path tested second.
+func Within(root, p string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+"/")
 }

@@ -335,7 +335,7 @@ func (r *Runner) checkJob(j *Job) error {
 // Probe that passed. Called with r.mu held.
 func (r *Runner) probedExtra(p string) bool {
 	for d := range r.extra {
-		if within(d, p) {
+		if container.Within(d, p) {
 			return true
 		}
 	}

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -481,7 +480,7 @@ func checkJob(cfg Config, j Job) error {
 			return weak(jobErr(f.name, "%s is also %s", f.p, prev))
 		}
 		for q, prev := range seen {
-			if within(q, f.p) || within(f.p, q) {
+			if container.Within(q, f.p) || container.Within(f.p, q) {
 				return weak(jobErr(f.name, "%s overlaps %s (%s)", f.p, prev, q))
 			}
 		}
@@ -499,12 +498,12 @@ func checkJob(cfg Config, j Job) error {
 			return jobErr("ReadOnly", "%q -> %q: not absolute clean paths", m.Source, m.Target)
 		}
 		for _, r := range reserved {
-			if within(r, m.Target) || within(m.Target, r) {
+			if container.Within(r, m.Target) || container.Within(m.Target, r) {
 				return weak(jobErr("ReadOnly", "%s overlaps the profile's %s", m.Target, r))
 			}
 		}
 		for q, prev := range seen {
-			if within(q, m.Source) || within(m.Source, q) {
+			if container.Within(q, m.Source) || container.Within(m.Source, q) {
 				return weak(jobErr("ReadOnly", "%s overlaps %s (%s)", m.Source, prev, q))
 			}
 		}
@@ -691,15 +690,6 @@ func scopeOf(cfg Config) container.Scope {
 	return container.Scope{Owner: cfg.Owner, Run: cfg.RunID, DataDir: cfg.DataDirID}
 }
 
-func cleanAbs(p string) bool {
-	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsRune(p, 0) && p != "/"
-}
-
-// within reports whether p is root or below it. Its arguments are in the
-// order of sandbox's within: the directory first.
-func within(root, p string) bool {
-	if root == "/" {
-		return true
-	}
-	return p == root || strings.HasPrefix(p, root+"/")
-}
+// cleanAbs is container.CleanAbs, without "/" itself: nothing the
+// profiles mount or run in is the root.
+func cleanAbs(p string) bool { return container.CleanAbs(p) && p != "/" }

@@ -368,8 +368,8 @@ func TestWithin(t *testing.T) {
 		{"/d/x", "/d", false},
 		{"/", "/anything", true},
 	} {
-		if got := within(tt.root, tt.p); got != tt.want {
-			t.Errorf("within(%q, %q) = %v; want %v", tt.root, tt.p, got, tt.want)
+		if got := container.Within(tt.root, tt.p); got != tt.want {
+			t.Errorf("Within(%q, %q) = %v; want %v", tt.root, tt.p, got, tt.want)
 		}
 	}
 }
