@@ -22,8 +22,9 @@
 // DefaultWorkdir; a zero Spec.Hardening means the defaults HardeningFromEnv
 // returns for an empty environment: every capability dropped, no new
 // privileges, the unprivileged user 65534, a read-only root whose only
-// writable places are WritablePaths, DefaultCPUMillis, DefaultPidsLimit and a
-// 1 GiB memory limit. In a non-zero Hardening a zero limit still means its
+// writable places are WritablePaths, DefaultCPUMillis, DefaultPidsLimit, a
+// 1 GiB memory limit and DefaultEphemeralStorageBytes of writable storage
+// (at most half the memory limit where the backend keeps files in memory). In a non-zero Hardening a zero limit still means its
 // default, but ReadOnlyRootfs is taken as written (see Hardening).
 //
 // # Units
@@ -83,9 +84,9 @@ type Provider interface {
 	// Provision returns the session's sandbox, creating and starting it if
 	// needed. It is idempotent: the same SessionID yields the same sandbox,
 	// started if stopped and adopted if running. An existing sandbox whose
-	// image, workdir or networking differ from spec is ErrSpecMismatch, and
-	// nothing is changed or removed. Concurrent calls for one session
-	// converge on one sandbox.
+	// image, workdir, networking or storage bound differ from spec is
+	// ErrSpecMismatch, and nothing is changed or removed. Concurrent calls
+	// for one session converge on one sandbox.
 	Provision(ctx context.Context, spec Spec) (Sandbox, error)
 	// Attach returns a running sandbox's handle without creating, starting
 	// or changing anything; anything else is ErrNotFound.
