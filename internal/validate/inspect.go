@@ -357,21 +357,15 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if err != nil {
 		return nil, err
 	}
-	rep.Source = sourceOf(snap)
 	// The snapshot is what runs: check it too, since the directory may
 	// have changed since the check above.
-	directive := m.Go
-	m, _, err = gomod.Check(snap.Dir, imagetable.Default(), nil)
-	if refusal(rep, m, err) {
+	m, refused, err := CheckSnapshot(snap, m.Go, rep)
+	if refused {
 		rep.Image = nil
 		return finish()
 	}
 	if err != nil {
 		return nil, err
-	}
-	if m.Go != directive {
-		// The image was chosen for the checked tree's go directive.
-		return nil, fmt.Errorf("validate: the go directive of the validated tree (%q) changed while inspect ran (%q)", m.Go, directive)
 	}
 
 	phase("seed")
@@ -386,13 +380,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if d, ok = b.phase(probeBudget); !ok {
 		return timedOut()
 	}
-	var extra []string
-	if seed.Valid() {
-		// The seed itself is read-only (0555), even to the host user; its
-		// parent is the host's to write the probe's marker into, and the
-		// seed is inside it.
-		extra = append(extra, filepath.Dir(seed.Dir))
-	}
+	extra := ProbeDirs(seed)
 	pctx, cancel = context.WithTimeout(ctx, d)
 	err = r.Probe(pctx, extra...)
 	cancel()
@@ -408,28 +396,17 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	acq := acquireExecer{r: r, src: snap.Dir, until: time.Now().Add(d)}
-	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
-	if err != nil {
-		return nil, fmt.Errorf("validate: acquire: %w", err)
-	}
-	if out.TimedOut {
+	got, err := AcquireModules(ctx, acq, m, ic.img)
+	switch {
+	case err != nil:
+		return nil, err
+	case got.TimedOut:
 		return timedOut()
-	}
-	if reason := outputReason(out); reason != "" {
-		return nil, fmt.Errorf("validate: acquiring modules: %s", reason)
-	}
-	if out.ExitCode != 0 {
-		if mod, ver, need, ok := needsNewerGo(ctx, acq, out, m); ok {
-			rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain",
-				Reason: fmt.Sprintf("%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", mod, ver, need, ic.img.Minor)}
-			return finish()
-		}
-		// The repository's requirements cannot be had: a finding about
-		// the repository, not a failure of Stockade's.
-		rep.Acquisition = &report.Acquisition{
-			Reason: fmt.Sprintf("go mod download failed (exit %d): the modules go.mod requires could not be downloaded", out.ExitCode),
-			Detail: capText(out.Stderr, maxAcquisitionDetail),
-		}
+	case got.NewerToolchain != nil:
+		rep.Refusal = got.NewerToolchain
+		return finish()
+	case got.Failure != nil:
+		rep.Acquisition = got.Failure
 		return finish()
 	}
 
@@ -438,19 +415,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if !ok {
 		return timedOut()
 	}
-	vctx, cancel := context.WithTimeout(ctx, vt+containerSlack+hostGrace)
-	defer cancel()
-	c, err := r.Start(vctx, toolchain.Job{
-		Profile: toolchain.Execute, Source: snap.Dir, Timeout: vt + containerSlack,
-		ReadOnly: seed.Mounts(), Env: seed.Env(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	res, err := Run(vctx, execExecer{c: c}, Options{Timeout: vt, ModulePath: m.Path, Logger: log})
-	if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
-		log.Warn("removing the validation container failed", "err", cerr)
-	}
+	res, err := ValidateSnapshot(ctx, r, snap.Dir, vt, seed, m.Path, log)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,175 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/stockade/stockade/internal/cacheseed"
+	"github.com/stockade/stockade/internal/gomod"
+	"github.com/stockade/stockade/internal/imagetable"
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
+)
+
+// The steps of Inspect that other workflows (maintain) run too, each
+// exported once here so there is one home for each.
+
+// CheckTree checks the layout of the tree of dir that is validated (the
+// committed tree of a git checkout; with worktree, its working tree) and
+// sets rep.Source. A refused layout fills rep's refusal and returns
+// refused; err is Stockade's own failure.
+func CheckTree(ctx context.Context, dir string, worktree bool, rep *report.Report) (m *gomod.Module, refused bool, err error) {
+	m, src, err := checkTree(ctx, dir, worktree)
+	rep.Source = src
+	if refusal(rep, m, err) {
+		return m, true, nil
+	}
+	return m, false, err
+}
+
+// CheckSnapshot checks the snapshot that runs, which may differ from the
+// tree checked before it was taken, and that its go directive is still
+// directive (the image was chosen for it).
+func CheckSnapshot(snap toolchain.Snapshot, directive string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
+	rep.Source = SourceOf(snap)
+	m, _, err = gomod.Check(snap.Dir, imagetable.Default(), nil)
+	if refusal(rep, m, err) {
+		return m, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if m.Go != directive {
+		return nil, false, fmt.Errorf("validate: the go directive of the validated tree (%q) changed while the run started (%q)", m.Go, directive)
+	}
+	return m, false, nil
+}
+
+// SelectImage picks (or builds from the host's Go) the toolchain image for
+// a go directive; note, when not empty, says what was done on the way.
+func SelectImage(ctx context.Context, eng ImageEngine, directive string, pull bool, log *slog.Logger) (img report.Image, note string, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ic, err := selectImage(ctx, eng, imagetable.Default(), directive, pull, log)
+	return ic.img, ic.note, err
+}
+
+// EnsureSeed returns the trusted build-cache seed for img, building it on
+// first use; without one validations run with an empty fresh cache and
+// rep's notes say why.
+func EnsureSeed(ctx context.Context, eng Engine, r *toolchain.Runner, img report.Image, owner string, rep *report.Report, log *slog.Logger) cacheseed.Seed {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return ensureSeed(ctx, eng, r, img, owner, rep, log)
+}
+
+// ProbeDirs are the host directories outside the run that seed makes
+// validations mount: Runner.Probe must see them.
+func ProbeDirs(seed cacheseed.Seed) []string {
+	if !seed.Valid() {
+		return nil
+	}
+	// The seed itself is read-only (0555), even to the host user; its
+	// parent is the host's to write the probe's marker into.
+	return []string{filepath.Dir(seed.Dir)}
+}
+
+// NewAcquireExecer runs module commands in one-shot acquire containers on
+// the snapshot src, each ending by until.
+func NewAcquireExecer(r *toolchain.Runner, src string, until time.Time) Execer {
+	return acquireExecer{r: r, src: src, until: until}
+}
+
+// Acquired is what acquiring a snapshot's modules found. At most one of
+// its fields is set; none means the modules are in the module cache.
+type Acquired struct {
+	// TimedOut: the acquisition's budget ran out.
+	TimedOut bool
+	// NewerToolchain, a refusal of kind requires_newer_toolchain: a
+	// requirement needs a newer Go than the image's.
+	NewerToolchain *report.Refusal
+	// Failure: the requirements could not be had (a finding about the
+	// repository, not a failure of Stockade's).
+	Failure *report.Acquisition
+}
+
+// AcquireModules downloads the modules the snapshot's go.mod (m) requires
+// with go mod download, through acq (NewAcquireExecer); img is the image
+// the refusal names.
+func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report.Image) (Acquired, error) {
+	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
+	if err != nil {
+		return Acquired{}, fmt.Errorf("validate: acquire: %w", err)
+	}
+	if out.TimedOut {
+		return Acquired{TimedOut: true}, nil
+	}
+	if reason := outputReason(out); reason != "" {
+		return Acquired{}, fmt.Errorf("validate: acquiring modules: %s", reason)
+	}
+	if out.ExitCode == 0 {
+		return Acquired{}, nil
+	}
+	if mod, ver, need, ok := needsNewerGo(ctx, acq, out, m); ok {
+		return Acquired{NewerToolchain: &report.Refusal{Kind: "requires_newer_toolchain",
+			Reason: fmt.Sprintf("%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", mod, ver, need, img.Minor)}}, nil
+	}
+	return Acquired{Failure: &report.Acquisition{
+		Reason: fmt.Sprintf("go mod download failed (exit %d): the modules go.mod requires could not be downloaded", out.ExitCode),
+		Detail: capText(out.Stderr, maxAcquisitionDetail),
+	}}, nil
+}
+
+// ValidateSnapshot runs the validation (Run) of the snapshot at snapDir in
+// one execute container with a fresh build cache of its own, for at most
+// timeout, and removes the container.
+func ValidateSnapshot(ctx context.Context, r *toolchain.Runner, snapDir string, timeout time.Duration, seed cacheseed.Seed, modulePath string, log *slog.Logger) (Result, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	vctx, cancel := context.WithTimeout(ctx, timeout+containerSlack+hostGrace)
+	defer cancel()
+	c, err := r.Start(vctx, toolchain.Job{
+		Profile: toolchain.Execute, Source: snapDir, Timeout: timeout + containerSlack,
+		ReadOnly: seed.Mounts(), Env: seed.Env(),
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := Run(vctx, execExecer{c: c}, Options{Timeout: timeout, ModulePath: modulePath, Logger: log})
+	if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
+		log.Warn("removing the validation container failed", "err", cerr)
+	}
+	return res, err
+}
+
+// NewExecExecer runs commands as execs in c, a long-lived execute
+// container (Runner.Start).
+func NewExecExecer(c *toolchain.Container) Execer { return execExecer{c: c} }
+
+// OutputReason returns why out cannot be trusted at all (timed out,
+// killed for memory, truncated), or "".
+func OutputReason(out Output) string { return outputReason(out) }
+
+// SourceOf says which tree a snapshot holds, for the report.
+func SourceOf(s toolchain.Snapshot) *report.Source { return sourceOf(s) }
+
+// ListVersions lists the known release versions of each module path
+// through acq (acquire profile: go list -m -versions, which leaves out
+// retracted versions and pseudo-versions); paths the proxy does not know
+// map to nothing.
+func ListVersions(ctx context.Context, acq Execer, paths []string) (map[string][]string, error) {
+	out, err := acq.Exec(ctx, versionsArgv(paths), 0)
+	if err != nil {
+		return nil, fmt.Errorf("validate: listing versions: %w", err)
+	}
+	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
+		return nil, fmt.Errorf("validate: listing versions: %s", commandFailure(out, reason))
+	}
+	return parseVersions(out.Stdout)
+}
