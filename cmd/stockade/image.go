@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
+	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -27,7 +28,7 @@ func init() {
 	register(&command{
 		name:    "image",
 		summary: "build the offline Go toolchain image, list Stockade's images",
-		usage: `usage: stockade image build [-goroot DIR] [-busybox PATH | -no-busybox] [-ca-bundle PATH | -no-ca-bundle] [-base] [-tag NAME:TAG] [-json] [-v]
+		usage: `usage: stockade image build [-goroot DIR | -go RELEASE [-data-dir DIR]] [-busybox PATH | -no-busybox] [-ca-bundle PATH | -no-ca-bundle] [-base] [-tag NAME:TAG] [-json] [-v]
        stockade image list [-json]
 
 Build makes a Go toolchain image from what this machine has, without a
@@ -38,6 +39,13 @@ CA certificates (/etc/ssl/certs/ca-certificates.crt, or -ca-bundle) so that
 the module proxy's TLS verifies, /etc/passwd with the unprivileged user
 nobody (65534), and a world-writable sticky /tmp.
 The image runs as 65534 by default and has GOTOOLCHAIN=local.
+
+-go RELEASE (such as 1.27.3) builds the image of that Go release instead:
+the host's go command fetches it from the module proxy the way it fetches
+a toolchain when GOTOOLCHAIN names one (golang.org/toolchain, verified
+against the checksum database), into a module cache of its own under the
+data directory (-data-dir, default $XDG_CACHE_HOME/stockade). A release
+already fetched is not downloaded again.
 
 The same inputs always give the same image ID (sha256:...), on any machine:
 refer to the image by that ID. Build prints it, tags the image
@@ -55,6 +63,7 @@ Examples:
 
 	stockade image build
 	stockade image build -goroot ~/sdk/go1.26.8 -json
+	stockade image build -go 1.27.3
 	stockade image build -base
 	stockade image list`,
 		flags: imageFlags,
@@ -64,6 +73,7 @@ Examples:
 // imageOpts are the flags of both subcommands; list takes only -json.
 type imageOpts struct {
 	goroot, busybox, tag string
+	goRelease, dataDir   string
 	caBundle             string
 	noBusybox, base      bool
 	noCABundle           bool
@@ -73,6 +83,8 @@ type imageOpts struct {
 func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
 	var o imageOpts
 	fs.StringVar(&o.goroot, "goroot", "", "Go toolchain `DIR` to copy (default: go env GOROOT)")
+	fs.StringVar(&o.goRelease, "go", "", "Go `RELEASE` to fetch through the module proxy, such as 1.27.3 (default: the host's Go)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` whose toolchains/ keeps what -go fetches: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
 	fs.StringVar(&o.busybox, "busybox", "", "static busybox `PATH` (default: "+image.DefaultBusybox+" when it is static)")
 	fs.BoolVar(&o.noBusybox, "no-busybox", false, "leave busybox out: the image runs argv only")
 	fs.StringVar(&o.caBundle, "ca-bundle", "", "PEM CA certificates `PATH` (default: "+image.DefaultCABundle+" when it exists)")
@@ -135,6 +147,17 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	if o.base && o.goroot != "" {
 		return usagef("image", "stockade image build: -goroot and -base exclude each other")
 	}
+	if o.goRelease != "" && (o.base || o.goroot != "") {
+		return usagef("image", "stockade image build: -go excludes -goroot and -base")
+	}
+	if o.dataDir != "" && o.goRelease == "" {
+		return usagef("image", "stockade image build: -data-dir applies to -go only")
+	}
+	if o.goRelease != "" {
+		if _, err := image.CleanRelease(o.goRelease); err != nil {
+			return usagef("image", "stockade image build: -go: %v", err)
+		}
+	}
 	if o.noBusybox && o.busybox != "" {
 		return usagef("image", "stockade image build: -busybox and -no-busybox exclude each other")
 	}
@@ -148,7 +171,13 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 	defer cancel()
-	opts := image.Options{GoRoot: o.goroot, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, CABundle: o.caBundle, NoCABundle: o.noCABundle, Tag: o.tag}
+	var cacheDir string
+	if o.goRelease != "" {
+		if cacheDir, err = validate.ToolchainCache(o.dataDir); err != nil {
+			return err
+		}
+	}
+	opts := image.Options{GoRoot: o.goroot, GoVersion: o.goRelease, CacheDir: cacheDir, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, CABundle: o.caBundle, NoCABundle: o.noCABundle, Tag: o.tag}
 	if o.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(env.stderr, nil))
 	}

@@ -862,3 +862,46 @@ func TestCheckCABundle(t *testing.T) {
 		}
 	}
 }
+
+func TestCleanRelease(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"1.27.3", "1.27.3", true},
+		{"go1.27.3", "1.27.3", true},
+		{"1.27rc1", "1.27rc1", true},
+		{"1.27beta2", "1.27beta2", true},
+		{"1.27", "", false}, // a language version, not a release
+		{"1.27.3.linux-amd64", "", false},
+		{"1.27.3 ", "", false},
+		{"../1.27.3", "", false},
+		{"1.027.3", "", false},
+		{"", "", false},
+	} {
+		got, err := CleanRelease(tc.in)
+		if got != tc.want || (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrBadRelease)) {
+			t.Errorf("CleanRelease(%q) = %q, %v; want %q, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestFetchedGoRoot(t *testing.T) {
+	got := FetchedGoRoot("/c", "go1.27.3")
+	want := filepath.Join("/c", "gopath", "pkg", "mod", "golang.org", "toolchain@v0.0.1-go1.27.3.linux-"+runtime.GOARCH)
+	if got != want {
+		t.Errorf("FetchedGoRoot = %q; want %q", got, want)
+	}
+}
+
+func TestFetchGoRefusesBadInput(t *testing.T) {
+	if _, err := FetchGo(context.Background(), "1.27", t.TempDir()); !errors.Is(err, ErrBadRelease) {
+		t.Errorf("FetchGo(1.27) = %v; want ErrBadRelease", err)
+	}
+	if _, err := FetchGo(context.Background(), "1.27.3", ""); err == nil {
+		t.Error("FetchGo without a cache directory succeeded")
+	}
+	if _, err := prepare(context.Background(), Options{GoVersion: "1.27.3", GoRoot: "/x"}); err == nil {
+		t.Error("prepare with GoVersion and GoRoot succeeded")
+	}
+}

@@ -2,7 +2,9 @@ package image_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -187,5 +189,53 @@ func TestBaseImageRunsShell(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("List = %+v; want %s among them", infos, r.ID)
+	}
+}
+
+// proxyRelease is the Go release the module proxy serves on our machines
+// besides the host's; tests build its image from the proxy.
+const proxyRelease = "1.27.3"
+
+// testToolchainCache is where tests keep the releases FetchGo downloads:
+// outside the repository and any test's temporary directory, so a second
+// run downloads nothing; the module cache inside is keyed by release.
+func testToolchainCache(t *testing.T) string {
+	t.Helper()
+	d, err := os.UserCacheDir()
+	if err != nil {
+		t.Skipf("no cache directory: %v", err)
+	}
+	return filepath.Join(d, "stockade-test", "toolchains")
+}
+
+// TestBuildFetchedGoTwiceSameID builds the image of a release fetched
+// through the module proxy, twice, and runs its go.
+func TestBuildFetchedGoTwiceSameID(t *testing.T) {
+	c := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*buildBudget)
+	defer cancel()
+	opts := image.Options{GoVersion: proxyRelease, CacheDir: testToolchainCache(t)}
+	start := time.Now()
+	r1, err := image.Build(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("first Build: %v", err)
+	}
+	t.Logf("first build of go%s (fetch included when not cached): %v (loaded %v) %s", proxyRelease, time.Since(start), r1.Loaded, r1.ID)
+	start = time.Now()
+	r2, err := image.Build(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("second Build: %v", err)
+	}
+	t.Logf("second build: %v (loaded %v)", time.Since(start), r2.Loaded)
+	if r1.ID != r2.ID || r2.Loaded {
+		t.Errorf("second Build: %s (loaded %v); want %s again, not loaded", r2.ID, r2.Loaded, r1.ID)
+	}
+	if r1.GoVersion != "go"+proxyRelease || r1.GoRoot != image.FetchedGoRoot(opts.CacheDir, proxyRelease) {
+		t.Errorf("Build = go %q from %q; want go%s from the fetched module", r1.GoVersion, r1.GoRoot, proxyRelease)
+	}
+	res := run(t, c, r1.ID, quickRun, "go", "version")
+	want := "go version go" + proxyRelease + " linux/" + runtime.GOARCH
+	if res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != want {
+		t.Errorf("go version: exit %d, stdout %q, stderr %q; want %q", res.ExitCode, res.Stdout, res.Stderr, want)
 	}
 }

@@ -72,6 +72,15 @@ type Options struct {
 	// It must be empty when NoGo is set.
 	GoRoot string
 
+	// GoVersion is a Go release, such as "1.27.3", fetched through the
+	// module proxy with FetchGo into CacheDir and copied like GoRoot.
+	// Empty means GoRoot. It excludes GoRoot and NoGo.
+	GoVersion string
+
+	// CacheDir holds the toolchains GoVersion fetches (a module cache of
+	// their own); required with GoVersion.
+	CacheDir string
+
 	// NoGo builds the base image only: /etc, /tmp and busybox. Tests of the
 	// session sandboxes use it; it needs a busybox.
 	NoGo bool
@@ -249,6 +258,9 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if opts.NoGo && opts.GoRoot != "" {
 		return nil, errors.New("image: GoRoot set with NoGo")
 	}
+	if opts.GoVersion != "" && (opts.NoGo || opts.GoRoot != "") {
+		return nil, errors.New("image: GoVersion set with GoRoot or NoGo")
+	}
 	if opts.NoBusybox && opts.Busybox != "" {
 		return nil, errors.New("image: Busybox set with NoBusybox")
 	}
@@ -261,15 +273,22 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	var tc *toolchain
 	if !opts.NoGo {
 		dir := opts.GoRoot
-		if dir == "" {
-			var err error
+		var err error
+		switch {
+		case opts.GoVersion != "":
+			if dir, err = FetchGo(ctx, opts.GoVersion, opts.CacheDir); err != nil {
+				return nil, err
+			}
+		case dir == "":
 			if dir, err = DefaultGoRoot(ctx); err != nil {
 				return nil, err
 			}
 		}
-		var err error
 		if tc, err = inspectGoRoot(dir); err != nil {
 			return nil, err
+		}
+		if opts.GoVersion != "" && tc.version != "go"+strings.TrimPrefix(opts.GoVersion, "go") {
+			return nil, fmt.Errorf("image: fetched go%s, but %s holds %s", strings.TrimPrefix(opts.GoVersion, "go"), dir, tc.version)
 		}
 	}
 	bb, err := findBusybox(opts, tc)

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -131,4 +133,26 @@ func presentTable(ctx context.Context, eng ImageEngine, table *imagetable.Table)
 		return nil, err
 	}
 	return imagetable.Parse(b)
+}
+
+// ToolchainCache returns the directory where Go releases fetched through
+// the module proxy are kept: toolchains/ in dataDir (empty means
+// DefaultDataDir()), which is prepared as a data directory first
+// (toolchain.PrepareDataDir), so a foreign directory is refused before
+// anything is written into it.
+func ToolchainCache(dataDir string) (string, error) {
+	var dir string
+	var err error
+	if dataDir == "" {
+		if dataDir, err = DefaultDataDir(); err != nil {
+			return "", err
+		}
+		dir, err = toolchain.PrepareDefaultDataDir(dataDir)
+	} else {
+		dir, err = toolchain.PrepareDataDir(dataDir)
+	}
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "toolchains"), nil
 }
