@@ -1,0 +1,206 @@
+package maintain
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/internal/modproxy"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// shared is what the engine tests share, made once: the toolchain image,
+// the fixture proxy and one data directory (whose build-cache seed later
+// runs reuse).
+var shared struct {
+	once    sync.Once
+	err     error
+	eng     *dockerapi.Client
+	proxy   string
+	dataDir string
+	tmp     string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.tmp != "" {
+		os.RemoveAll(shared.tmp)
+	}
+	os.Exit(code)
+}
+
+// testDataDir is $STOCKADE_TEST_DATADIR, or stockade-test/validate under
+// the user's cache directory.
+func testDataDir() (string, error) {
+	if d := os.Getenv("STOCKADE_TEST_DATADIR"); d != "" {
+		return d, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	// The validate package's engine tests use the same directory: one
+	// build-cache seed serves both, and the lock serializes their runs.
+	return filepath.Join(base, "stockade-test", "validate"), nil
+}
+
+func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("engine-backed maintain runs take minutes; skipped with -short")
+	}
+	c := enginetest.Client(t)
+	shared.once.Do(func() {
+		shared.eng = c
+		if shared.tmp, shared.err = os.MkdirTemp("", "stockade-maintain-"); shared.err != nil {
+			return
+		}
+		shared.proxy = filepath.Join(shared.tmp, "proxy")
+		if shared.err = modproxy.Generate(filepath.Join("..", "..", "testdata", "modules"), shared.proxy); shared.err != nil {
+			return
+		}
+		if shared.dataDir, shared.err = testDataDir(); shared.err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		_, shared.err = image.Build(ctx, c, image.Options{})
+	})
+	if shared.err != nil {
+		t.Fatalf("preparing the shared engine fixtures: %v", shared.err)
+	}
+	return shared.eng, shared.proxy, shared.dataDir
+}
+
+// fixtureRepo copies testdata/repos/<name> into a new git repository with
+// one commit made with a fixed identity and date, and returns its
+// directory.
+func fixtureRepo(t *testing.T, name string) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "testdata", "repos", name)
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	gitT(t, dir, nil, "init", "-q", "-b", "main")
+	gitT(t, dir, nil, "add", "-A")
+	gitT(t, dir, []string{"GIT_AUTHOR_DATE=2026-01-02T03:04:05Z", "GIT_COMMITTER_DATE=2026-01-02T03:04:05Z"}, "commit", "-q", "-m", "fixture "+name)
+	return dir
+}
+
+// gitT runs git in dir as a user would, with a throwaway identity.
+func gitT(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=Fixture", "GIT_AUTHOR_EMAIL=fixture@example.com",
+		"GIT_COMMITTER_NAME=Fixture", "GIT_COMMITTER_EMAIL=fixture@example.com")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// state is everything of a repository that must not change: every file
+// under .git and in the work tree, except the proposal refs (and the
+// objects reachable only from them), byte for byte.
+func state(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if strings.HasPrefix(rel, filepath.Join(".git", "objects")) || strings.HasPrefix(rel, filepath.Join(".git", "refs", "stockade")) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = fi.Mode().String() + " " + string(b)
+		} else {
+			out[rel] = fi.Mode().String()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The objects reachable from the user's refs, and fsck's verdict.
+	out["<objects>"] = gitT(t, dir, nil, "rev-list", "--objects", "--branches", "--tags", "HEAD")
+	gitT(t, dir, nil, "fsck", "--no-dangling", "--strict")
+	return out
+}
+
+func sameState(t *testing.T, before, after map[string]string) {
+	t.Helper()
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("the repository changed: %s", k)
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("the repository gained %s", k)
+		}
+	}
+}
+
+// noContainers fails if any container labelled with owner is left.
+func noContainers(t *testing.T, eng *dockerapi.Client, owner string) {
+	t.Helper()
+	list, err := eng.ContainerList(context.Background(), dockerapi.ListOptions{All: true, Filters: dockerapi.Filters{"label": {label.Owner + "=" + owner}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) > 0 {
+		t.Errorf("%d containers of %s left", len(list), owner)
+	}
+}
+
+// maintainFixture runs Maintain on a fresh repository of fixture name.
+func maintainFixture(t *testing.T, name string, o Options) (*Report, string) {
+	t.Helper()
+	eng, proxy, dataDir := engine(t)
+	dir := fixtureRepo(t, name)
+	before := state(t, dir)
+	o.Dir, o.FixtureProxy, o.DataDir, o.LockTimeout = dir, proxy, dataDir, 10*time.Minute
+	if o.Owner == "" {
+		o.Owner = enginetest.Owner(t)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	rep, err := Maintain(ctx, eng, o)
+	if err != nil {
+		t.Fatalf("Maintain(%s) = %v", name, err)
+	}
+	var text bytes.Buffer
+	WriteText(&text, rep)
+	t.Logf("%s in %v:\n%s", name, time.Since(start).Round(time.Millisecond), text.String())
+	sameState(t, before, state(t, dir))
+	noContainers(t, eng, o.Owner)
+	return rep, dir
+}

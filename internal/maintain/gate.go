@@ -1,0 +1,256 @@
+package maintain
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
+)
+
+// Rules of the admission gate; a refusal names one and a module.
+const (
+	RuleTarget    = "target_version"   // the target did not move to exactly the candidate
+	RuleDown      = "moved_down"       // a requirement moved down or was removed
+	RuleClosure   = "outside_closure"  // a requirement moved up beyond what the target's requirements explain
+	RuleDirect    = "direct_changed"   // a direct dependency was added or removed, or became indirect
+	RuleModule    = "module_path"      // the module directive changed
+	RuleGo        = "go_directive"     // the go directive changed
+	RuleToolchain = "toolchain"        // the toolchain directive changed
+	RuleReplace   = "replace"          // replace directives changed
+	RuleExclude   = "exclude"          // exclude directives changed
+	RuleRetract   = "retract"          // retract directives changed
+	RuleSettled   = "tidy_not_settled" // a second go mod tidy changed the manifests
+)
+
+// Refusal is why the gate or normalization refused an upgrade.
+type Refusal struct {
+	Rule   string
+	Module string
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// manifest is a parsed go.mod.
+type manifest struct {
+	f    *modfile.File
+	reqs map[string]requirement
+}
+
+type requirement struct {
+	version  string
+	indirect bool
+}
+
+func parseManifest(name string, data []byte) (*manifest, error) {
+	f, err := modfile.Parse(name, data, nil)
+	if err != nil {
+		return nil, fmt.Errorf("maintain: %w", err)
+	}
+	m := &manifest{f: f, reqs: map[string]requirement{}}
+	for _, r := range f.Require {
+		m.reqs[r.Mod.Path] = requirement{version: r.Mod.Version, indirect: r.Indirect}
+	}
+	return m, nil
+}
+
+func (m *manifest) modulePath() string {
+	if m.f.Module == nil {
+		return ""
+	}
+	return m.f.Module.Mod.Path
+}
+
+func (m *manifest) goVersion() string {
+	if m.f.Go == nil {
+		return ""
+	}
+	return m.f.Go.Version
+}
+
+func (m *manifest) toolchain() string {
+	if m.f.Toolchain == nil {
+		return ""
+	}
+	return m.f.Toolchain.Name
+}
+
+func (m *manifest) replaces() []string {
+	var out []string
+	for _, r := range m.f.Replace {
+		out = append(out, r.Old.String()+" => "+r.New.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *manifest) excludes() []string {
+	var out []string
+	for _, e := range m.f.Exclude {
+		out = append(out, e.Mod.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *manifest) retracts() []string {
+	var out []string
+	for _, r := range m.f.Retract {
+		out = append(out, r.Low+".."+r.High)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// moves lists every requirement that differs between before and after,
+// sorted by path.
+func moves(before, after *manifest) []Move {
+	var out []Move
+	for p, a := range after.reqs {
+		b, ok := before.reqs[p]
+		if !ok || b.version != a.version || b.indirect != a.indirect {
+			out = append(out, Move{Path: p, From: b.version, To: a.version, Direct: !a.indirect})
+		}
+	}
+	for p, b := range before.reqs {
+		if _, ok := after.reqs[p]; !ok {
+			out = append(out, Move{Path: p, From: b.version, Direct: !b.indirect})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// closure maps each module path reachable from a module version through
+// go.mod requirements to the highest version required of it there.
+type closure map[string]string
+
+// admit is the admission gate: after is what go get made of before for
+// target. Every requirement that moved up, other than the target, must be
+// explained by the target's requirement closure (at most the version
+// required there).
+func admit(before, after *manifest, target module.Version, cl closure) *Refusal {
+	refuse := func(rule, mod, format string, args ...any) *Refusal {
+		return &Refusal{Rule: rule, Module: mod, Reason: fmt.Sprintf(format, args...)}
+	}
+	if a, b := after.modulePath(), before.modulePath(); a != b {
+		return refuse(RuleModule, b, "the module path changed from %s to %s", b, a)
+	}
+	if a, b := after.goVersion(), before.goVersion(); a != b {
+		return refuse(RuleGo, target.Path, "the go directive changed from %q to %q: %s needs a newer language version than the module declares", b, a, target)
+	}
+	if a, b := after.toolchain(), before.toolchain(); a != b {
+		return refuse(RuleToolchain, target.Path, "the toolchain directive changed from %q to %q", b, a)
+	}
+	for _, c := range []struct {
+		rule string
+		a, b []string
+	}{{RuleReplace, after.replaces(), before.replaces()}, {RuleExclude, after.excludes(), before.excludes()}, {RuleRetract, after.retracts(), before.retracts()}} {
+		if fmt.Sprint(c.a) != fmt.Sprint(c.b) {
+			return refuse(c.rule, before.modulePath(), "the %s directives changed from %v to %v", c.rule, c.b, c.a)
+		}
+	}
+	if got := after.reqs[target.Path]; got.version != target.Version {
+		return refuse(RuleTarget, target.Path, "%s is at %q after go get, not %s", target.Path, got.version, target.Version)
+	}
+	for _, mv := range moves(before, after) {
+		b, had := before.reqs[mv.Path]
+		a, has := after.reqs[mv.Path]
+		switch {
+		case had && !has:
+			if !b.indirect {
+				return refuse(RuleDirect, mv.Path, "the direct dependency %s was removed", mv.Path)
+			}
+			return refuse(RuleDown, mv.Path, "%s@%s was removed", mv.Path, b.version)
+		case !had && !a.indirect:
+			return refuse(RuleDirect, mv.Path, "the direct dependency %s@%s was added", mv.Path, a.version)
+		case had && b.indirect != a.indirect:
+			return refuse(RuleDirect, mv.Path, "%s changed from %s to %s", mv.Path, directness(b.indirect), directness(a.indirect))
+		case had && semver.Compare(a.version, b.version) < 0:
+			return refuse(RuleDown, mv.Path, "%s moved down from %s to %s", mv.Path, b.version, a.version)
+		case mv.Path == target.Path:
+		default:
+			if need, ok := cl[mv.Path]; !ok || semver.Compare(a.version, need) > 0 {
+				return refuse(RuleClosure, mv.Path, "%s moved to %s, which the requirements of %s do not explain (%s)", mv.Path, a.version, target, explain(need, ok))
+			}
+		}
+	}
+	return nil
+}
+
+func directness(indirect bool) string {
+	if indirect {
+		return "indirect"
+	}
+	return "direct"
+}
+
+func explain(need string, ok bool) string {
+	if !ok {
+		return "not required there"
+	}
+	return "required there at " + need
+}
+
+// maxModFile bounds one go.mod read from the module cache, in bytes.
+const maxModFile = 1 << 20
+
+// maxClosure bounds the modules a closure walks.
+const maxClosure = 10_000
+
+// readClosure walks go.mod requirements from target through the module
+// cache's download directory (modCache/cache/download/<path>/@v/<v>.mod)
+// on the host. A go.mod the cache does not hold is not walked: the go
+// command did not need it, so it explains nothing, and a move it would
+// have explained is refused (fail closed).
+func readClosure(modCache string, target module.Version) closure {
+	cl := closure{}
+	queue := []module.Version{target}
+	seen := map[module.Version]bool{target: true}
+	for len(queue) > 0 && len(seen) < maxClosure {
+		v := queue[0]
+		queue = queue[1:]
+		data, err := readCacheMod(modCache, v)
+		if err != nil {
+			continue
+		}
+		f, err := modfile.ParseLax(v.Path+"@"+v.Version+"/go.mod", data, nil)
+		if err != nil {
+			continue
+		}
+		for _, r := range f.Require {
+			if cur, ok := cl[r.Mod.Path]; !ok || semver.Compare(r.Mod.Version, cur) > 0 {
+				cl[r.Mod.Path] = r.Mod.Version
+			}
+			if !seen[r.Mod] {
+				seen[r.Mod] = true
+				queue = append(queue, r.Mod)
+			}
+		}
+	}
+	return cl
+}
+
+func readCacheMod(modCache string, v module.Version) ([]byte, error) {
+	ep, err := module.EscapePath(v.Path)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := module.EscapeVersion(v.Version)
+	if err != nil {
+		return nil, err
+	}
+	p := filepath.Join(modCache, "cache", "download", filepath.FromSlash(ep), "@v", ev+".mod")
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxModFile {
+		return nil, fmt.Errorf("maintain: %s is not a regular file of at most %d bytes", p, maxModFile)
+	}
+	return os.ReadFile(p)
+}

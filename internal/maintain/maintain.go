@@ -1,0 +1,586 @@
+// Package maintain is `stockade maintain`: one dependency upgrade, proven
+// against the baseline and proposed as a commit.
+//
+// Threat model: the repository is hostile, as for inspect. Maintain runs
+// inspect's validation (internal/validate) of the committed tree, stages
+// the upgrade with go get and go mod tidy in the mutate profile (module
+// commands only, against a writable staging copy of go.mod and go.sum,
+// never the snapshot), admits only the requirement changes the target's
+// own requirements explain, validates the upgraded tree in a fresh
+// execute container, and reruns every failing test alone in fresh
+// containers on both trees so a flaky test is neither a regression nor a
+// pass. Anything that cannot be trusted is inconclusive, never a proposal.
+//
+// The user's repository is only read, except for the proposal: a commit
+// made with git plumbing from a recipe (the validated commit, the two
+// manifests, a fixed identity, date and message) under an environment
+// built from scratch, stored under refs/stockade/proposals/. HEAD, the
+// index, the working tree and branches never move (-branch adds a new one).
+//
+// Maintain, in this file, reads top to bottom as the pipeline's steps;
+// attempt, in attempt.go, is one candidate's steps.
+package maintain
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/internal/cacheseed"
+	"github.com/stockade/stockade/internal/gomod"
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/validate"
+)
+
+// Defaults of Options.
+const (
+	// DefaultDeadline bounds a whole maintain run: two validations per
+	// candidate, reruns and everything around them.
+	DefaultDeadline = 2 * time.Hour
+	// DefaultTimeout bounds each validation (the baseline's, each
+	// candidate's) and each arm of reruns.
+	DefaultTimeout = validate.DefaultTimeout
+	// DefaultLockTimeout is how long maintain waits for another run that
+	// holds the data directory.
+	DefaultLockTimeout = validate.DefaultLockTimeout
+)
+
+// Budgets of the steps. Each step gets min(its budget, what is left of
+// Options.Deadline); the validations' budget is Options.Timeout.
+const (
+	checkBudget      = 2 * time.Minute  // the layout and uncommitted-changes checks
+	imageBudget      = 10 * time.Minute // choosing or building the image
+	openBudget       = 5 * time.Minute  // opening the run, past the lock wait
+	seedBudget       = 20 * time.Minute // the build-cache seed on first use
+	probeBudget      = 2 * time.Minute  // the mount probe
+	acquireBudget    = 10 * time.Minute // go mod download of one tree
+	candidatesBudget = 10 * time.Minute // listing and downloading candidates
+	stageBudget      = 10 * time.Minute // go get in the mutate profile
+	tidyBudget       = 10 * time.Minute // both go mod tidy runs
+	proposalBudget   = 2 * time.Minute  // the git plumbing of the proposal
+	// minStep is the least time a step needs to start.
+	minStep = time.Second
+	// hostGrace is how much longer the host waits for a container step
+	// than its in-container timeout.
+	hostGrace = 2 * time.Minute
+)
+
+// Options configure Maintain. Dir is required; the zero value of every
+// other field is the default.
+type Options struct {
+	// Dir is the top directory of a git checkout, absolute. Only the
+	// proposal ref (and Branch) is ever written in it.
+	Dir string
+	// FixtureProxy is a GOPROXY file-layout directory to acquire from with
+	// no network; Proxy must then be empty.
+	FixtureProxy string
+	// Proxy is GOPROXY; empty means validate.DefaultProxy.
+	Proxy string
+	// Timeout bounds each validation; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Deadline bounds the whole run; zero means DefaultDeadline. When it
+	// runs out the outcome is inconclusive.
+	Deadline time.Duration
+	// DataDir holds caches, snapshots and the lock; empty means
+	// validate.DefaultDataDir().
+	DataDir string
+	// LockTimeout is how long to wait for another run on DataDir.
+	LockTimeout time.Duration
+	// Pull pulls the pinned image when the engine does not have it.
+	Pull bool
+	// Owner labels the run's containers; empty means toolchain's default.
+	Owner string
+	// Policy says which candidates may be tried.
+	Policy Policy
+	// Each tries every eligible candidate against the one baseline;
+	// otherwise only the first in selection order.
+	Each bool
+	// Branch, when not empty, is a new branch pointed at the proposal
+	// (only without Each); an existing branch is refused.
+	Branch string
+	// Identity is the proposal commits' author and committer; a zero Name
+	// or Email takes DefaultIdentity's.
+	Identity Identity
+	// Logger receives debug detail; nil discards.
+	Logger *slog.Logger
+	// Progress, when not nil, is called as each step starts.
+	Progress func(step string)
+	// OnLockWait, when not nil, is called once if another run holds the
+	// data directory.
+	OnLockWait func(holder string)
+}
+
+// Config returns the settings that decide a run's outcome and proposal,
+// one per line, in a fixed order; ConfigHash hashes them.
+func (o Options) config(imageID string) string {
+	proxy := o.Proxy
+	if o.FixtureProxy != "" {
+		proxy = "fixture"
+	} else if proxy == "" {
+		proxy = validate.DefaultProxy
+	}
+	allow := o.Policy.Allow
+	if allow == nil {
+		allow = DefaultAllow
+	}
+	who := o.identity()
+	date := "parent"
+	if !who.Date.IsZero() {
+		date = who.Date.UTC().Format(time.RFC3339)
+	}
+	return strings.Join([]string{
+		"schema " + Schema,
+		"image " + imageID,
+		"proxy " + proxy,
+		fmt.Sprintf("allow %v", allow),
+		"module " + o.Policy.Module + "@" + o.Policy.Version,
+		fmt.Sprintf("each %v", o.Each),
+		"timeout " + o.timeout().String(),
+		"identity " + who.Name + " <" + who.Email + "> " + date,
+	}, "\n") + "\n"
+}
+
+func (o Options) timeout() time.Duration {
+	if o.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return o.Timeout
+}
+
+func (o Options) identity() Identity {
+	who := o.Identity
+	if who.Name == "" {
+		who.Name = DefaultIdentity.Name
+	}
+	if who.Email == "" {
+		who.Email = DefaultIdentity.Email
+	}
+	return who
+}
+
+// clock is what is left of the run's deadline.
+type clock struct{ deadline time.Time }
+
+// step returns how long a step whose budget is max may take; ok is false
+// when too little is left to start it.
+func (c clock) step(max time.Duration) (time.Duration, bool) {
+	d := time.Until(c.deadline)
+	if max < d {
+		d = max
+	}
+	return d, d >= minStep
+}
+
+// steps times the named steps of a run for the report.
+type steps struct {
+	log      *slog.Logger
+	progress func(string)
+	phases   *[]report.Phase
+	cur      string
+	start    time.Time
+}
+
+func (s *steps) begin(name string) {
+	s.end()
+	s.cur, s.start = name, time.Now()
+	s.log.Debug("step", "phase", name)
+	if s.progress != nil {
+		s.progress(name)
+	}
+}
+
+func (s *steps) end() {
+	if s.cur != "" {
+		*s.phases = append(*s.phases, report.Phase{Name: s.cur, MS: time.Since(s.start).Milliseconds()})
+	}
+	s.cur = ""
+}
+
+// run is what the steps of one maintain run share.
+type run struct {
+	o      Options
+	clock  clock
+	log    *slog.Logger
+	r      *toolchain.Runner
+	git    *gitRepo
+	snap   toolchain.Snapshot
+	mod    *gomod.Module
+	img    report.Image
+	seed   cacheseed.Seed
+	base   *Validation
+	config string // Options.config
+}
+
+// Maintain is `stockade maintain`. It refuses a checkout whose tracked
+// files have uncommitted changes, validates the committed tree as inspect
+// does (the baseline), lists the upgrade candidates, and tries the first
+// eligible one (with Each, every one) in attempt. What the module and its
+// upgrades did is in the report; an error is Stockade's own failure, or a
+// policy it cannot apply (ErrPolicy, ErrMajor, ErrBranchExists).
+func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, error) {
+	start := time.Now()
+	if err := o.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Each && o.Branch != "" {
+		return nil, fmt.Errorf("%w: -branch names one proposal; -each may make several", ErrPolicy)
+	}
+	deadline := o.Deadline
+	if deadline <= 0 {
+		deadline = DefaultDeadline
+	}
+	x := &run{o: o, clock: clock{deadline: start.Add(deadline)}, log: o.Logger}
+	if x.log == nil {
+		x.log = slog.New(slog.DiscardHandler)
+	}
+	rep := &Report{Schema: Schema, Dir: o.Dir}
+	st := &steps{log: x.log, progress: o.Progress, phases: &rep.Timings.Phases}
+	vrep := report.New(o.Dir) // what the validate steps note on the way
+	finish := func() (*Report, error) {
+		st.end()
+		rep.Notes = append(rep.Notes, vrep.Notes...)
+		rep.finish(time.Since(start).Milliseconds())
+		return rep, nil
+	}
+	end := func(out Outcome, format string, args ...any) (*Report, error) {
+		rep.Outcome, rep.Reason = out, fmt.Sprintf(format, args...)
+		return finish()
+	}
+	timedOut := func() (*Report, error) {
+		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
+	}
+	home, cleanup, err := emptyHome()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	x.git = newGitRepo(o.Dir, home)
+
+	st.begin("check") // budget: checkBudget
+	cctx, cancel := context.WithTimeout(ctx, checkBudget)
+	defer cancel()
+	if !toolchain.IsGitCheckout(cctx, o.Dir) {
+		return end(Unsupported, "%s is not the top directory of a git checkout: a proposal is a commit", o.Dir)
+	}
+	m, refused, err := validate.CheckTree(cctx, o.Dir, false, vrep)
+	rep.Source, rep.Refusal = vrep.Source, vrep.Refusal
+	if refused {
+		if m != nil {
+			rep.Module, rep.Go = m.Path, m.Go
+		}
+		return end(Unsupported, "the layout is not supported: %s", vrep.Refusal.Reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep.Module, rep.Go = m.Path, m.Go
+	dirty, err := x.git.uncommitted(cctx, rep.Source.Commit)
+	if err != nil {
+		return nil, err
+	}
+	if len(dirty) > 0 {
+		rep.Uncommitted = dirty
+		return end(Unsupported, "tracked files have uncommitted changes (%s): commit or stash them first; maintain proposes a commit on top of HEAD", strings.Join(dirty, ", "))
+	}
+	if o.Branch != "" {
+		if err := x.git.checkBranch(cctx, o.Branch); err != nil {
+			return nil, err
+		}
+	}
+	cancel()
+
+	st.begin("image") // budget: imageBudget
+	d, ok := x.clock.step(imageBudget)
+	if !ok {
+		return timedOut()
+	}
+	pctx, cancel := context.WithTimeout(ctx, d)
+	img, note, err := validate.SelectImage(pctx, eng, m.Go, o.Pull, x.log)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	x.img, rep.Image = img, &img
+	if note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
+	x.config = o.config(img.ID)
+	rep.ConfigHash = hashOf(x.config)
+
+	st.begin("lock") // budget: LockTimeout + openBudget
+	if d, ok = x.clock.step(o.LockTimeout + openBudget); !ok {
+		return timedOut()
+	}
+	if x.r, err = openRunner(ctx, eng, o, img, d); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := x.r.Close(context.WithoutCancel(ctx)); err != nil {
+			x.log.Warn("cleanup failed", "err", err)
+		}
+	}()
+
+	st.begin("snapshot")
+	if x.snap, err = x.r.Snapshot(ctx, o.Dir, toolchain.SnapshotOptions{}); err != nil {
+		return nil, err
+	}
+	if x.snap.Commit != rep.Source.Commit {
+		return nil, fmt.Errorf("maintain: HEAD moved from %s to %s while maintain ran", rep.Source.Commit, x.snap.Commit)
+	}
+	if x.mod, refused, err = validate.CheckSnapshot(x.snap, m.Go, vrep); refused {
+		rep.Refusal = vrep.Refusal
+		return end(Unsupported, "the layout is not supported: %s", vrep.Refusal.Reason)
+	} else if err != nil {
+		return nil, err
+	}
+
+	st.begin("seed") // budget: seedBudget
+	if d, ok = x.clock.step(seedBudget); !ok {
+		return timedOut()
+	}
+	pctx, cancel = context.WithTimeout(ctx, d)
+	x.seed = validate.EnsureSeed(pctx, eng, x.r, img, o.Owner, vrep, x.log)
+	cancel()
+
+	st.begin("probe") // budget: probeBudget
+	if d, ok = x.clock.step(probeBudget); !ok {
+		return timedOut()
+	}
+	pctx, cancel = context.WithTimeout(ctx, d)
+	err = x.r.Probe(pctx, validate.ProbeDirs(x.seed)...)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+
+	st.begin("acquire") // budget: acquireBudget
+	if d, ok = x.clock.step(acquireBudget); !ok {
+		return timedOut()
+	}
+	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, x.snap.Dir, time.Now().Add(d)), x.mod, img)
+	switch {
+	case err != nil:
+		return nil, err
+	case got.TimedOut:
+		return timedOut()
+	case got.NewerToolchain != nil:
+		rep.Refusal = got.NewerToolchain
+		return end(Unsupported, "the baseline cannot be built: %s", got.NewerToolchain.Reason)
+	case got.Failure != nil:
+		return end(AcquisitionFailed, "the baseline's modules could not be downloaded: %s", got.Failure.Detail)
+	}
+
+	st.begin("baseline") // budget: Timeout
+	if d, ok = x.clock.step(o.timeout()); !ok {
+		return timedOut()
+	}
+	res, err := validate.ValidateSnapshot(ctx, x.r, x.snap.Dir, d, x.seed, x.mod.Path, x.log)
+	if err != nil {
+		return nil, err
+	}
+	x.base = &Validation{Checks: res.Checks}
+	rep.Baseline = x.base
+
+	st.begin("baseline/rerun") // budget: Timeout
+	failing := failingTests(res.Checks)
+	if inconclusive(res.Checks) {
+		return end(BaselineInconclusive, "the baseline's validation cannot be trusted: %s", reasons(res.Checks))
+	}
+	if len(failing) > 0 && len(failing) == len(allFindings(res.Checks)) {
+		// Only tests fail: each is rerun before the baseline is judged.
+		if d, ok = x.clock.step(o.timeout()); !ok {
+			return timedOut()
+		}
+		runs, why, err := rerun(ctx, x.r, x.snap.Dir, x.seed, x.mod.Path, failing, d)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			return end(BaselineInconclusive, "a rerun of the baseline's failing tests cannot be trusted: %s", why)
+		}
+		for _, f := range failing {
+			fl := Flake{Key: f.Key, Package: f.Package, Test: f.Test, Before: append([]string{"fail"}, runs[f.Key]...)}
+			if !all(fl.Before, "fail") {
+				x.base.Flaky = append(x.base.Flaky, fl)
+			}
+		}
+	}
+	if n := len(allFindings(res.Checks)) - len(x.base.Flaky); n > 0 {
+		return end(BaselineFailing, "the baseline already fails (%d findings): no upgrade can be judged against it", n)
+	}
+
+	st.begin("candidates") // budget: candidatesBudget
+	if d, ok = x.clock.step(candidatesBudget); !ok {
+		return timedOut()
+	}
+	order, err := x.candidates(ctx, rep, d)
+	if err != nil {
+		return nil, err
+	}
+	if len(order) == 0 {
+		return end(NoCandidate, "no direct dependency has an eligible newer version (%s)", policyText(o.Policy))
+	}
+	if !o.Each {
+		order = order[:1]
+	}
+
+	for _, c := range order {
+		st.begin("attempt " + c.Path + "@" + c.Version) // budget: what is left; each step its own
+		rep.Attempts = append(rep.Attempts, x.attempt(ctx, c))
+	}
+	return finish()
+}
+
+// openRunner opens the run on the locked data directory, waiting for the
+// lock at most LockTimeout within d.
+func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.Image, d time.Duration) (*toolchain.Runner, error) {
+	dataDir, defaultDir := o.DataDir, o.DataDir == ""
+	if defaultDir {
+		var err error
+		if dataDir, err = validate.DefaultDataDir(); err != nil {
+			return nil, err
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return toolchain.Open(pctx, eng, toolchain.Options{
+		DataDir:        dataDir,
+		DefaultDataDir: defaultDir,
+		Owner:          o.Owner,
+		Config:         toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
+		LockTimeout:    min(o.LockTimeout, d),
+		OnLockWait:     o.OnLockWait,
+		Logger:         o.Logger,
+	})
+}
+
+// candidates lists the upgrade candidates into rep and returns the
+// eligible ones in selection order.
+func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]report.Candidate, error) {
+	acq := validate.NewAcquireExecer(x.r, x.snap.Dir, time.Now().Add(d))
+	p := x.o.Policy
+	if p.Version != "" {
+		versions, err := validate.ListVersions(ctx, acq, []string{p.Module})
+		if err != nil {
+			return nil, err
+		}
+		c, err := pinned(x.mod.Direct(), versions, p.Module, p.Version)
+		if err != nil {
+			return nil, err
+		}
+		if gomod.Kind(c.Class) == gomod.Major {
+			return nil, ErrMajor
+		}
+		rep.Candidates = []Candidate{{Candidate: c, Eligible: true}}
+		return []report.Candidate{c}, nil
+	}
+	if p.Module != "" && !isDirect(x.mod, p.Module) {
+		return nil, fmt.Errorf("%w: %s is not a direct requirement of %s", ErrPolicy, p.Module, x.mod.Path)
+	}
+	listed, err := validate.Candidates(ctx, acq, x.mod.Direct())
+	if err != nil {
+		return nil, err
+	}
+	judged, order := judge(listed, p)
+	rep.Candidates = judged
+	return order, nil
+}
+
+func isDirect(m *gomod.Module, path string) bool {
+	for _, d := range m.Direct() {
+		if d.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+func policyText(p Policy) string {
+	allow := p.Allow
+	if allow == nil {
+		allow = DefaultAllow
+	}
+	var s []string
+	for _, k := range allow {
+		s = append(s, string(k))
+	}
+	t := "-allow " + strings.Join(s, ",")
+	if p.Module != "" {
+		t += ", -module " + p.Module
+	}
+	return t
+}
+
+// failingTests returns the test findings of checks.
+func failingTests(checks []report.Check) []report.Finding {
+	var out []report.Finding
+	for _, f := range allFindings(checks) {
+		if f.Kind == "test" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// allFindings returns every finding of checks, each key once.
+func allFindings(checks []report.Check) []report.Finding {
+	seen := map[string]bool{}
+	var out []report.Finding
+	for _, c := range checks {
+		for _, f := range c.Findings {
+			if !seen[f.Key] {
+				seen[f.Key] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// inconclusive reports whether any check cannot be trusted, or none ran.
+func inconclusive(checks []report.Check) bool {
+	if len(checks) == 0 {
+		return true
+	}
+	for _, c := range checks {
+		if c.Status == report.StatusInconclusive || c.Status == report.StatusNotRun {
+			return true
+		}
+	}
+	return false
+}
+
+func reasons(checks []report.Check) string {
+	var out []string
+	for _, c := range checks {
+		switch c.Status {
+		case report.StatusNotRun:
+			out = append(out, c.Name+": not run")
+		case report.StatusInconclusive:
+			out = append(out, c.Name+": "+strings.Join(c.Reasons, "; "))
+		}
+	}
+	if len(out) == 0 {
+		return "no check ran"
+	}
+	return strings.Join(out, "; ")
+}
+
+func all(runs []string, want string) bool {
+	for _, r := range runs {
+		if r != want {
+			return false
+		}
+	}
+	return len(runs) > 0
+}
+
+func hashOf(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(h[:])
+}

@@ -1,0 +1,108 @@
+package maintain
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+// proposalIDLen is how many hex digits of the commit ID name its ref.
+const proposalIDLen = 12
+
+// propose makes the proposal commit of attempt a from the recipe (the
+// validated commit, the tidied manifests, the configured identity and the
+// message), stores it under refs/stockade/proposals/<id> (and Branch),
+// and returns it with its tree's ID.
+func (x *run) propose(ctx context.Context, a *Attempt, ms manifests, post []report.Check) (*Proposal, string, error) {
+	msg := x.message(a, post)
+	commit, tree, err := x.git.commit(ctx, recipe{parent: x.snap.Commit, goMod: ms.goMod, goSum: ms.goSum, who: x.o.identity(), message: msg})
+	if err != nil {
+		return nil, "", err
+	}
+	ref, err := x.git.store(ctx, commit[:proposalIDLen], commit, x.o.Branch)
+	if err != nil {
+		return nil, "", err
+	}
+	p := &Proposal{Commit: commit, Ref: ref, Branch: x.o.Branch, Message: msg, Commands: []string{
+		"git show " + ref,
+		"git diff HEAD " + ref + " -- go.mod go.sum",
+		"git merge --ff-only " + ref,
+	}}
+	return p, tree, nil
+}
+
+// message is the proposal's commit message, ready for a pull request:
+// what moved, why this candidate, what was validated with which image,
+// and the test counts before and after. It holds nothing that differs
+// between machines or runs.
+func (x *run) message(a *Attempt, post []report.Check) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "deps: upgrade %s from %s to %s\n\n", a.Path, a.From, a.To)
+	fmt.Fprintf(&b, "A %s upgrade of a direct dependency, chosen as %s.\n\n", a.Class, a.Why)
+	b.WriteString("Requirements changed:\n")
+	for _, m := range a.Moved {
+		kind := "indirect"
+		if m.Direct {
+			kind = "direct"
+		}
+		from, to := m.From, m.To
+		if from == "" {
+			from = "(none)"
+		}
+		if to == "" {
+			to = "(removed)"
+		}
+		fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, from, to, kind)
+	}
+	fmt.Fprintf(&b, "\nValidated by stockade maintain without trusting the repository:\n"+
+		"go list, go build, go vet and go test of %s (before) and of this\n"+
+		"tree (after), each in a fresh container without network, with\n"+
+		"image %s (%s).\n", x.snap.Commit, x.img.ID, x.img.GoVersion)
+	fmt.Fprintf(&b, "Tests before: %s\nTests after:  %s\n", testCounts(x.base.Checks), testCounts(post))
+	var flaky []string
+	for _, fl := range append(append([]Flake{}, x.base.Flaky...), a.postFlakes()...) {
+		flaky = append(flaky, fl.Package+" "+fl.Test)
+	}
+	if len(flaky) > 0 {
+		fmt.Fprintf(&b, "Flaky, not blocking (changed their mind when rerun alone): %s\n", strings.Join(dedupe(flaky), ", "))
+	}
+	fmt.Fprintf(&b, "\nStockade-Config: %s\n", hashOf(x.config))
+	return b.String()
+}
+
+func (a *Attempt) postFlakes() []Flake {
+	if a.Post == nil {
+		return nil
+	}
+	var out []Flake
+	for _, fl := range a.Post.Flaky {
+		if !fl.Regression {
+			out = append(out, fl)
+		}
+	}
+	return out
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// testCounts sums the test check's counts.
+func testCounts(checks []report.Check) string {
+	for _, c := range checks {
+		if c.Name == "test" && c.Tests != nil {
+			return fmt.Sprintf("%d passed, %d failed, %d skipped", c.Tests.Passed, c.Tests.Failed, c.Tests.Skipped)
+		}
+	}
+	return "none counted"
+}

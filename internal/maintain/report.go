@@ -1,0 +1,238 @@
+package maintain
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+// Schema names the version of the maintain report's JSON layout
+// (docs/REPORT.md).
+const Schema = "stockade.maintain/v1"
+
+// Outcome is the one-word answer of a maintain run, or of one candidate.
+// Values are stable: reports print them.
+type Outcome string
+
+// Outcomes. Each has one exit code (ExitCode).
+const (
+	// ProposalPrepared: the upgrade passed every step; a proposal commit
+	// is stored under refs/stockade/proposals/.
+	ProposalPrepared Outcome = "proposal_prepared"
+	// NoCandidate: no direct dependency has an eligible newer version.
+	NoCandidate Outcome = "no_candidate"
+	// AdmissionRefused: go get moved something the admission gate does
+	// not admit; Rule and Module say what.
+	AdmissionRefused Outcome = "admission_refused"
+	// NormalizationRefused: go mod tidy did not settle, or made a direct
+	// dependency indirect.
+	NormalizationRefused Outcome = "normalization_refused"
+	// RequiresNewerToolchain: the upgrade needs a Go newer than the
+	// toolchain image's (GOTOOLCHAIN=local).
+	RequiresNewerToolchain Outcome = "requires_newer_toolchain"
+	// AcquisitionFailed: modules could not be downloaded (the proxy is
+	// unreachable or refuses, a version it does not have).
+	AcquisitionFailed Outcome = "acquisition_failed"
+	// Regressed: the upgraded tree has findings the baseline has not.
+	Regressed Outcome = "regressed"
+	// ValidationInconclusive: the upgraded tree's validation, or a rerun,
+	// could not be trusted (timeout, truncation, OOM), or the deadline ran
+	// out: nothing is claimed.
+	ValidationInconclusive Outcome = "validation_inconclusive"
+	// BaselineFailing: the validated commit already fails; no upgrade can
+	// be judged against it.
+	BaselineFailing Outcome = "baseline_failing"
+	// BaselineInconclusive: the validated commit's validation could not be
+	// trusted.
+	BaselineInconclusive Outcome = "baseline_inconclusive"
+	// Unsupported: the layout is refused (as by inspect), DIR is not the
+	// top of a git checkout, or tracked files have uncommitted changes.
+	Unsupported Outcome = "unsupported"
+)
+
+// Exit codes of `stockade maintain`; 1 is Stockade's own failure, which
+// has no report.
+const (
+	ExitProposal     = 0
+	ExitError        = 1
+	ExitUnsupported  = 2
+	ExitInconclusive = 3 // baseline failing or inconclusive, validation inconclusive
+	ExitNonResult    = 4 // an explained non-result
+)
+
+// ExitCode returns the exit code of o.
+func (o Outcome) ExitCode() int {
+	switch o {
+	case ProposalPrepared:
+		return ExitProposal
+	case Unsupported:
+		return ExitUnsupported
+	case BaselineFailing, BaselineInconclusive, ValidationInconclusive:
+		return ExitInconclusive
+	case NoCandidate, AdmissionRefused, NormalizationRefused, RequiresNewerToolchain, AcquisitionFailed, Regressed:
+		return ExitNonResult
+	}
+	return ExitError
+}
+
+// Report is the result of one maintain run.
+type Report struct {
+	Schema   string  `json:"schema"`
+	Dir      string  `json:"dir"`
+	Module   string  `json:"module,omitempty"`
+	Go       string  `json:"go,omitempty"`
+	Outcome  Outcome `json:"outcome"`
+	ExitCode int     `json:"exit_code"`
+	// Reason says, in one sentence, why the run ended as it did when no
+	// candidate was tried (unsupported, baseline, no candidate).
+	Reason string `json:"reason,omitempty"`
+	// Refusal is inspect's refusal of the layout, with Unsupported.
+	Refusal *report.Refusal `json:"refusal,omitempty"`
+	// Uncommitted lists tracked files whose working copy differs from
+	// the committed tree (Unsupported).
+	Uncommitted []string       `json:"uncommitted,omitempty"`
+	Source      *report.Source `json:"source,omitempty"`
+	Image       *report.Image  `json:"image,omitempty"`
+	// Baseline is the validation of the committed tree.
+	Baseline *Validation `json:"baseline,omitempty"`
+	// Candidates are every newer version of a direct dependency listed;
+	// Eligible says which the policy allows.
+	Candidates []Candidate `json:"candidates"`
+	// Attempts are the candidates tried: one, or with -each every eligible
+	// one, in selection order.
+	Attempts []Attempt `json:"attempts"`
+	// ConfigHash binds the outcome to the settings that decide it
+	// (Config.Hash).
+	ConfigHash string         `json:"config_hash"`
+	Notes      []string       `json:"notes,omitempty"`
+	Timings    report.Timings `json:"timings"`
+}
+
+// Candidate is a listed upgrade and whether the policy allows it.
+type Candidate struct {
+	report.Candidate
+	Eligible bool `json:"eligible"`
+	// Why says why an ineligible candidate is not tried.
+	Why string `json:"why,omitempty"`
+}
+
+// Validation is one validation and the tests whose reruns changed their
+// mind.
+type Validation struct {
+	Checks []report.Check `json:"checks"`
+	Flaky  []Flake        `json:"flaky,omitempty"`
+}
+
+// Flake is a failing test and what its reruns said.
+type Flake struct {
+	Key     string `json:"key"`
+	Package string `json:"package"`
+	Test    string `json:"test"`
+	// Before and After are the results on the baseline and upgraded trees:
+	// the validation's first, then the reruns ("pass", "fail").
+	Before []string `json:"before,omitempty"`
+	After  []string `json:"after,omitempty"`
+	// Regression: failed every time after and passed every time before.
+	Regression bool `json:"regression"`
+}
+
+// Attempt is what happened to one candidate.
+type Attempt struct {
+	Path    string  `json:"path"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Class   string  `json:"class"`
+	Why     string  `json:"why"` // why this candidate was chosen
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
+	// Rule and Module name what the gate or normalization refused.
+	Rule   string `json:"rule,omitempty"`
+	Module string `json:"module,omitempty"`
+	// Detail is the go command's standard error, capped, when it failed.
+	Detail string `json:"detail,omitempty"`
+	// Moved lists every requirement the upgrade changed.
+	Moved []Move `json:"moved,omitempty"`
+	// Post is the validation of the upgraded tree.
+	Post *Validation `json:"post,omitempty"`
+	// Introduced are the findings the upgraded tree has and the baseline
+	// has not (with Regressed, those that are not flaky).
+	Introduced []report.Finding `json:"introduced,omitempty"`
+	Proposal   *Proposal        `json:"proposal,omitempty"`
+	Evidence   *Evidence        `json:"evidence,omitempty"`
+	Timings    []report.Phase   `json:"timings"`
+}
+
+// Move is one requirement changed by the upgrade.
+type Move struct {
+	Path   string `json:"path"`
+	From   string `json:"from,omitempty"` // "" when added
+	To     string `json:"to,omitempty"`   // "" when removed
+	Direct bool   `json:"direct"`
+}
+
+// Proposal is the commit holding the upgraded manifests.
+type Proposal struct {
+	Commit string `json:"commit"`
+	Ref    string `json:"ref"`
+	Branch string `json:"branch,omitempty"`
+	// Commands look at and apply the proposal.
+	Commands []string `json:"commands"`
+	// Message is the commit message, ready for a pull request.
+	Message string `json:"message"`
+}
+
+// Evidence binds an outcome to what was validated.
+type Evidence struct {
+	// Tree is the git tree hash of the validated upgraded tree: the
+	// proposal commit's tree.
+	Tree string `json:"tree"`
+	// Parent is the validated baseline commit.
+	Parent     string `json:"parent"`
+	ConfigHash string `json:"config_hash"`
+	ImageID    string `json:"image_id"`
+}
+
+// finish sets the exit code and the outcome of a run whose attempts
+// decide it: inconclusive if any attempt was, else a proposal if any was
+// prepared, else the first attempt's outcome.
+func (r *Report) finish(total int64) {
+	r.Timings.TotalMS = total
+	if r.Outcome == "" {
+		r.Outcome = NoCandidate
+		for _, a := range r.Attempts {
+			if a.Outcome == ValidationInconclusive {
+				r.Outcome = ValidationInconclusive
+				break
+			}
+		}
+		if r.Outcome != ValidationInconclusive {
+			for i, a := range r.Attempts {
+				if i == 0 || a.Outcome == ProposalPrepared {
+					r.Outcome = a.Outcome
+				}
+				if a.Outcome == ProposalPrepared {
+					break
+				}
+			}
+		}
+	}
+	r.ExitCode = r.Outcome.ExitCode()
+	if r.Candidates == nil {
+		r.Candidates = []Candidate{}
+	}
+	if r.Attempts == nil {
+		r.Attempts = []Attempt{}
+	}
+}
+
+// WriteJSON writes r as indented JSON followed by a newline.
+func WriteJSON(w io.Writer, r *Report) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("maintain: %w", err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,122 @@
+package maintain
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+// WriteText writes the report a person reads: the outcome first, then
+// the baseline, each attempt with what moved and what it found, and the
+// proposal with the commands to look at and apply it.
+func WriteText(w io.Writer, r *Report) error {
+	var b strings.Builder
+	mod := r.Module
+	if mod == "" {
+		mod = r.Dir
+	}
+	fmt.Fprintf(&b, "%s: %s (exit %d)\n", mod, strings.ToUpper(string(r.Outcome)), r.ExitCode)
+	if r.Reason != "" {
+		fmt.Fprintf(&b, "  %s\n", r.Reason)
+	}
+	for _, f := range r.Uncommitted {
+		fmt.Fprintf(&b, "  uncommitted: %s\n", f)
+	}
+	if r.Source != nil && r.Source.Commit != "" {
+		fmt.Fprintf(&b, "  go %s, commit %s\n", r.Go, short(r.Source.Commit))
+	}
+	if im := r.Image; im != nil {
+		fmt.Fprintf(&b, "  image %s (%s, %s)\n", im.Ref, short(strings.TrimPrefix(im.ID, "sha256:")), im.GoVersion)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	if r.Baseline != nil {
+		fmt.Fprintf(&b, "\nbaseline: %s\n", checksLine(r.Baseline))
+		for _, fl := range r.Baseline.Flaky {
+			fmt.Fprintf(&b, "  flaky: %s %s (%s)\n", fl.Package, fl.Test, strings.Join(fl.Before, " "))
+		}
+	}
+	if len(r.Candidates) > 0 {
+		b.WriteString("\ncandidates:\n")
+		for _, c := range r.Candidates {
+			state := "eligible"
+			if !c.Eligible {
+				state = c.Why
+			}
+			fmt.Fprintf(&b, "  %s %s -> %s (%s): %s\n", c.Path, c.Current, c.Version, c.Class, state)
+		}
+	}
+	for _, a := range r.Attempts {
+		fmt.Fprintf(&b, "\n%s %s -> %s: %s\n", a.Path, a.From, a.To, strings.ToUpper(string(a.Outcome)))
+		if a.Reason != "" {
+			fmt.Fprintf(&b, "  %s\n", a.Reason)
+		}
+		if a.Rule != "" {
+			fmt.Fprintf(&b, "  rule %s, module %s\n", a.Rule, a.Module)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(a.Detail), "\n") {
+			if l != "" {
+				fmt.Fprintf(&b, "    %s\n", l)
+			}
+		}
+		for _, m := range a.Moved {
+			fmt.Fprintf(&b, "  moved %s %s => %s\n", m.Path, orNone(m.From), orNone(m.To))
+		}
+		if a.Post != nil {
+			fmt.Fprintf(&b, "  after: %s\n", checksLine(a.Post))
+			for _, fl := range a.Post.Flaky {
+				what := "flaky"
+				if fl.Regression {
+					what = "regression"
+				}
+				fmt.Fprintf(&b, "  %s: %s %s (before %s; after %s)\n", what, fl.Package, fl.Test, strings.Join(fl.Before, " "), strings.Join(fl.After, " "))
+			}
+		}
+		for _, f := range a.Introduced {
+			fmt.Fprintf(&b, "  introduced %s\n", describeFindings([]report.Finding{f}))
+		}
+		if p := a.Proposal; p != nil {
+			fmt.Fprintf(&b, "  proposal %s at %s\n", p.Commit, p.Ref)
+			if p.Branch != "" {
+				fmt.Fprintf(&b, "  branch %s\n", p.Branch)
+			}
+			for _, c := range p.Commands {
+				fmt.Fprintf(&b, "    %s\n", c)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\ntime %.1fs\n", float64(r.Timings.TotalMS)/1000)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func checksLine(v *Validation) string {
+	var s []string
+	for _, c := range v.Checks {
+		t := c.Name + " " + string(c.Status)
+		if c.Tests != nil {
+			t += fmt.Sprintf(" (%d passed, %d failed, %d skipped)", c.Tests.Passed, c.Tests.Failed, c.Tests.Skipped)
+		} else if n := len(c.Findings); n > 0 {
+			t += fmt.Sprintf(" (%d findings)", n)
+		}
+		s = append(s, t)
+	}
+	return strings.Join(s, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

@@ -1,0 +1,3 @@
+module stockade.test/brk
+
+go 1.22

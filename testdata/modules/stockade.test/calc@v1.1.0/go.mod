@@ -1,0 +1,3 @@
+module stockade.test/calc
+
+go 1.22

@@ -1,0 +1,3 @@
+module stockade.test/newlang
+
+go 1.22
