@@ -33,17 +33,22 @@ container without network and with a fresh build cache (execute profile),
 lists newer versions of the direct dependencies, and prints a report.
 
 Layouts not supported yet (go.work workspaces, vendoring, nested modules,
-local replace targets, submodules, symlinks leaving the repository, a go
-directive outside the image table) are refused before any container runs.
+local replace targets, submodules, symlinks leaving the repository) are
+refused before any container runs, and so is a go directive newer than
+every Go release available (the report names the 'stockade image build -go'
+command that makes its image).
 The check reads the tree that is validated: files git ignores count for
 neither. When the committed tree is validated and the working tree differs
 from it, the report says so.
 
-The toolchain image is chosen from the go directive. A local image from
-'stockade image build' serves for its Go minor, and for older directives
-when no older image is present; when there is none and the host's Go fits,
-inspect builds it first and says so. Images are never pulled unless -pull
-is given.
+The toolchain image is the one of the go directive's minor (or the
+toolchain line's, when that is newer, as the go command would switch to
+it): an image from 'stockade image build' the engine has, else one inspect
+builds first and notes, from the host's Go or from a release the go command
+fetches from the module proxy (go1.27.3 on our machines). Only when no
+release of that minor can be had does a newer minor stand in, and the
+report says so. -image names the image instead: an image ID, or a registry
+image pinned by digest (name@sha256:...), pulled only with -pull.
 
 While it works on a terminal, inspect shows the current phase and the time
 spent on stderr; otherwise it prints nothing but the report.
@@ -83,7 +88,8 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		deadline     = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
 		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
 		lockTimeout  = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory")
-		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
+		imageRef     = fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>")
+		pull         = fs.Bool("pull", false, "pull the -image reference if the engine does not have it")
 		verbose      = fs.Bool("v", false, "log debug detail to stderr")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
@@ -92,6 +98,9 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		}
 		if *fixtureProxy != "" && *proxy != "" {
 			return usagef("inspect", "stockade inspect: -fixture-proxy and -proxy cannot be used together")
+		}
+		if *pull && *imageRef == "" {
+			return usagef("inspect", "stockade inspect: -pull applies to -image only")
 		}
 		if *timeout <= 0 || *deadline <= 0 || *lockTimeout < 0 {
 			return usagef("inspect", "stockade inspect: -timeout and -deadline must be positive and -lock-timeout not negative")
@@ -124,6 +133,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			Deadline:     *deadline,
 			DataDir:      *dataDir,
 			LockTimeout:  *lockTimeout,
+			Image:        *imageRef,
 			Pull:         *pull,
 			Logger:       log,
 			// Waiting is the one thing said off a terminal: a run that

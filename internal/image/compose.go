@@ -130,8 +130,9 @@ type manifestEntry struct {
 // encoded. Writing it twice gives the same bytes as long as the inputs on
 // the host have not changed.
 type plan struct {
-	tc       *toolchain // nil for a base image
-	busybox  string     // host path, "" for none
+	tc       *toolchain  // nil for a base image
+	c        *cToolchain // nil without the C toolchain
+	busybox  string      // host path, "" for none
 	bbDigest string
 	caPath   string // host path of the CA bundle, "" for none
 	caDigest string
@@ -145,8 +146,8 @@ type plan struct {
 }
 
 // compose hashes the layers and builds the config and manifest.
-func compose(ctx context.Context, tc *toolchain, bb *busybox, ca *caBundle, tag string) (*plan, error) {
-	p := &plan{tc: tc}
+func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca *caBundle, tag string) (*plan, error) {
+	p := &plan{tc: tc, c: c}
 	arch := ""
 	var bbSize int64
 	if bb != nil {
@@ -164,6 +165,13 @@ func compose(ctx context.Context, tc *toolchain, bb *busybox, ca *caBundle, tag 
 			return nil, err
 		}
 		p.layers = append(p.layers, gl)
+	}
+	if c != nil {
+		cl, err := cLayer(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		p.layers = append(p.layers, cl)
 	}
 	for _, l := range p.layers {
 		if err := l.hash(ctx); err != nil {
@@ -196,11 +204,19 @@ func compose(ctx context.Context, tc *toolchain, bb *busybox, ca *caBundle, tag 
 			"PATH=" + GoRootInImage + "/bin:/usr/local/bin:/usr/bin:/bin",
 			"GOROOT=" + GoRootInImage,
 			"GOTOOLCHAIN=local", // never download another Go
-			"CGO_ENABLED=0",     // the image has no C compiler
+		}
+		if c == nil {
+			env = append(env, "CGO_ENABLED=0") // the image has no C compiler
 		}
 		if p.busybox == "" {
 			cmd = []string{GoRootInImage + "/bin/go", "version"}
 		}
+	}
+	if c != nil {
+		// With gcc on PATH the go command enables cgo itself, as on a
+		// developer's machine.
+		labels[LabelCToolchain] = c.digest
+		inputs += "c-toolchain " + c.digest + "\n"
 	}
 	p.arch = arch
 	sum := sha256.Sum256([]byte(inputs))
@@ -208,7 +224,7 @@ func compose(ctx context.Context, tc *toolchain, bb *busybox, ca *caBundle, tag 
 	labels[LabelInputs] = p.inputs
 
 	created := epoch.Format("2006-01-02T15:04:05Z")
-	c := config{
+	cfg := config{
 		Architecture: arch,
 		OS:           "linux",
 		Created:      created,
@@ -216,7 +232,7 @@ func compose(ctx context.Context, tc *toolchain, bb *busybox, ca *caBundle, tag 
 		RootFS:       rootFS{Type: "layers"},
 	}
 	for _, l := range p.layers {
-		c.RootFS.DiffIDs = append(c.RootFS.DiffIDs, l.diffID)
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.diffID)
 		by := "stockade image build: " + l.what
 		switch {
 		case l.what == "base":
@@ -228,11 +244,13 @@ func compose(ctx context.Context, tc *toolchain, bb *busybox, ca *caBundle, tag 
 			}
 		case l.what == "go":
 			by += " " + tc.version + " at " + GoRootInImage
+		case l.what == "c":
+			by += " toolchain, " + fmt.Sprint(len(c.pkgs)) + " Debian packages " + c.digest
 		}
-		c.History = append(c.History, history{Created: created, CreatedBy: by})
+		cfg.History = append(cfg.History, history{Created: created, CreatedBy: by})
 	}
 	var err error
-	if p.config, err = json.Marshal(c); err != nil {
+	if p.config, err = json.Marshal(cfg); err != nil {
 		return nil, fmt.Errorf("image: encode config: %w", err)
 	}
 	cs := sha256.Sum256(p.config)

@@ -742,9 +742,10 @@ func TestListAndListPinned(t *testing.T) {
 	}
 
 	digest := "sha256:" + strings.Repeat("ab", 32)
-	table, err := imagetable.Parse([]byte(`{"images": [
-		{"minor": "1.25", "go": "1.25.9", "tag": "golang:1.25-bookworm", "digest": "sha256:` + strings.Repeat("cd", 32) + `"},
-		{"minor": "1.26", "go": "1.26.8", "tag": "golang:1.26-bookworm", "digest": "` + digest + `"}]}`))
+	table, err := imagetable.Parse([]byte(`{"releases": [
+		{"go": "1.27.3"},
+		{"go": "1.25.9", "source": "registry", "ref": "golang:1.25-bookworm@sha256:` + strings.Repeat("cd", 32) + `"},
+		{"go": "1.26.8", "source": "registry", "ref": "golang:1.26-bookworm@` + digest + `"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,3 +198,27 @@ func capString(s string, max int) string {
 	}
 	return s
 }
+
+// FetchedReleases returns the releases FetchGo has left under cacheDir for
+// this machine's architecture, such as ["1.27.3"], in directory order; a
+// missing cacheDir has none.
+func FetchedReleases(cacheDir string) []string {
+	parent := filepath.Dir(FetchedGoRoot(cacheDir, "1.0.0"))
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	suffix := ".linux-" + runtime.GOARCH
+	for _, e := range ents {
+		v, ok := strings.CutPrefix(e.Name(), "toolchain@v0.0.1-go")
+		if !ok || !strings.HasSuffix(v, suffix) {
+			continue
+		}
+		v = strings.TrimSuffix(v, suffix)
+		if _, err := CleanRelease(v); err == nil && fetched(filepath.Join(parent, e.Name()), v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -194,20 +194,34 @@ func goLayer(ctx context.Context, tc *toolchain) (*layer, error) {
 	for _, d := range parents(path.Dir(root)) { // the walk adds root itself
 		l.entries = append(l.entries, entry{name: d + "/", typ: tar.TypeDir, mode: 0o755})
 	}
+	skip := func(rel string) bool { return skipGoRoot(rel, tc) }
+	if err := addTree(ctx, l, tc.dir, root, skip, maxGoRootBytes, maxGoRootEntries); err != nil {
+		return nil, fmt.Errorf("image: goroot: %w; not a Go toolchain?", err)
+	}
+	return l, nil
+}
+
+// addTree appends the host tree dir to l, in lexical order, at root inside
+// the image ("" for the image's root, whose directory is then not
+// written), less the slash paths relative to dir that skip names. Modes
+// are normalised (fileMode), owners and times dropped. More than
+// maxBytes of file content or maxEntries entries is an error: not what
+// the caller meant to copy.
+func addTree(ctx context.Context, l *layer, dir, root string, skip func(rel string) bool, maxBytes int64, maxEntries int) error {
 	var total int64 // bytes of file content so far
-	err := filepath.WalkDir(tc.dir, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(tc.dir, p)
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if skipGoRoot(rel, tc) {
+		if rel != "." && skip(rel) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -217,19 +231,22 @@ func goLayer(ctx context.Context, tc *toolchain) (*layer, error) {
 		if rel != "." {
 			name = path.Join(root, rel)
 		}
+		if name == "" {
+			return nil // the image's root directory
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return err
 		}
-		if len(l.entries) >= maxGoRootEntries {
-			return fmt.Errorf("%s: more than %d entries; not a Go toolchain?", tc.dir, maxGoRootEntries)
+		if len(l.entries) >= maxEntries {
+			return fmt.Errorf("%s: more than %d entries", dir, maxEntries)
 		}
 		switch m := fi.Mode(); {
 		case m.IsDir():
 			l.entries = append(l.entries, entry{name: name + "/", typ: tar.TypeDir, mode: 0o755})
 		case m.IsRegular():
-			if total += fi.Size(); total > maxGoRootBytes {
-				return fmt.Errorf("%s: more than %d bytes; not a Go toolchain?", tc.dir, int64(maxGoRootBytes))
+			if total += fi.Size(); total > maxBytes {
+				return fmt.Errorf("%s: more than %d bytes", dir, maxBytes)
 			}
 			l.entries = append(l.entries, entry{name: name, typ: tar.TypeReg, mode: fileMode(m), size: fi.Size(), src: p})
 		case m&fs.ModeSymlink != 0:
@@ -243,10 +260,6 @@ func goLayer(ctx context.Context, tc *toolchain) (*layer, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("image: goroot: %w", err)
-	}
-	return l, nil
 }
 
 // skipGoRoot reports whether the GOROOT-relative slash path rel stays out
@@ -292,4 +305,19 @@ func parents(p string) []string {
 		}
 	}
 	return append(out, p)
+}
+
+// HostGoVersion returns the release of the go command on PATH, such as
+// "go1.26.8": what Build makes an image of when Options.GoRoot and
+// GoVersion are empty.
+func HostGoVersion(ctx context.Context) (string, error) {
+	dir, err := DefaultGoRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	tc, err := inspectGoRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	return tc.version, nil
 }

@@ -57,6 +57,9 @@ const (
 	LabelBusybox = "io.stockade.image.busybox"
 	// LabelCABundle is the sha256 of the CA bundle; absent without one.
 	LabelCABundle = "io.stockade.image.ca-bundle"
+	// LabelCToolchain is the sha256 of the C toolchain's package set (names,
+	// versions and each package's SHA256); absent without one.
+	LabelCToolchain = "io.stockade.image.c-toolchain"
 	// LabelInputs digests the inputs together with the layout version: two
 	// images with the same value were built from the same things.
 	LabelInputs = "io.stockade.image.inputs"
@@ -77,9 +80,17 @@ type Options struct {
 	// Empty means GoRoot. It excludes GoRoot and NoGo.
 	GoVersion string
 
-	// CacheDir holds the toolchains GoVersion fetches (a module cache of
-	// their own); required with GoVersion.
+	// CacheDir holds what GoVersion and CToolchain fetch: a module cache
+	// of its own, the Debian packages and their unpacked tree. Required
+	// with either.
 	CacheDir string
+
+	// CToolchain adds a layer with a C toolchain (gcc, binutils, libc6-dev
+	// and what they need) from Debian's packages at the exact versions of
+	// CToolchainPackages, fetched with apt-get into CacheDir and checked
+	// against apt's SHA256; the go command then enables cgo by default.
+	// Without it the image sets CGO_ENABLED=0. It needs Go.
+	CToolchain bool
 
 	// NoGo builds the base image only: /etc, /tmp and busybox. Tests of the
 	// session sandboxes use it; it needs a busybox.
@@ -107,7 +118,8 @@ type Options struct {
 	NoCABundle bool
 
 	// Tag is the name:tag the loaded image gets. Empty means
-	// "stockade/go:<version>-local", or BaseTag with NoGo.
+	// "stockade/go:<version>-local" ("-cgo-local" with CToolchain), or
+	// BaseTag with NoGo.
 	Tag string
 
 	// Logger receives progress (keys image, phase, dur); nil discards.
@@ -116,16 +128,17 @@ type Options struct {
 
 // Result describes a built image.
 type Result struct {
-	ID        string   // "sha256:<hex>", the digest of the config: pin this
-	Tags      []string // name:tag the image was loaded with
-	GoVersion string   // "go1.26.8"; empty with NoGo
-	Platform  string   // "linux/amd64"
-	GoRoot    string   // host directory copied; empty with NoGo
-	Busybox   string   // host path of the busybox copied; empty for none
-	CABundle  string   // host path of the CA bundle copied; empty for none
-	Inputs    string   // value of LabelInputs
-	Size      int64    // bytes, as the engine counts the image
-	Loaded    bool     // false when the engine already had the image
+	ID         string   // "sha256:<hex>", the digest of the config: pin this
+	Tags       []string // name:tag the image was loaded with
+	GoVersion  string   // "go1.26.8"; empty with NoGo
+	Platform   string   // "linux/amd64"
+	GoRoot     string   // host directory copied; empty with NoGo
+	CToolchain string   // LabelCToolchain; empty without the C toolchain
+	Busybox    string   // host path of the busybox copied; empty for none
+	CABundle   string   // host path of the CA bundle copied; empty for none
+	Inputs     string   // value of LabelInputs
+	Size       int64    // bytes, as the engine counts the image
+	Loaded     bool     // false when the engine already had the image
 }
 
 // Engine is what Build needs from an engine client; *dockerapi.Client
@@ -261,6 +274,9 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if opts.GoVersion != "" && (opts.NoGo || opts.GoRoot != "") {
 		return nil, errors.New("image: GoVersion set with GoRoot or NoGo")
 	}
+	if opts.CToolchain && opts.NoGo {
+		return nil, errors.New("image: CToolchain set with NoGo")
+	}
 	if opts.NoBusybox && opts.Busybox != "" {
 		return nil, errors.New("image: Busybox set with NoBusybox")
 	}
@@ -302,14 +318,23 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	var c *cToolchain
+	if opts.CToolchain {
+		if c, err = prepareC(ctx, CToolchainPackages(), tc.goarch, opts.CacheDir); err != nil {
+			return nil, err
+		}
+	}
 	tag := opts.Tag
 	if tag == "" {
 		tag = BaseTag
 		if tc != nil {
 			tag = goTag(tc.version)
 		}
+		if c != nil {
+			tag = strings.TrimSuffix(tag, "-local") + "-cgo-local"
+		}
 	}
-	return compose(ctx, tc, bb, ca, tag)
+	return compose(ctx, tc, c, bb, ca, tag)
 }
 
 // findCABundle returns the CA bundle opts ask for, or nil for none.
@@ -386,6 +411,9 @@ func (p *plan) result() Result {
 	if p.tc != nil {
 		r.GoVersion, r.GoRoot = p.tc.version, p.tc.dir
 	}
+	if p.c != nil {
+		r.CToolchain = p.c.digest
+	}
 	return r
 }
 
@@ -395,7 +423,10 @@ type Info struct {
 	Tags      []string // sorted
 	GoVersion string   // "go1.26.8"; empty for a base image
 	Inputs    string   // LabelInputs; empty for a pinned image
-	// Pinned is the image table's reference (tag@digest) for an image
+	// CToolchain is LabelCToolchain: empty for an image without the C
+	// toolchain.
+	CToolchain string
+	// Pinned is the registry reference (name@digest) of an image
 	// Stockade uses but did not build; empty for images Build made.
 	Pinned string
 	Size   int64 // bytes
@@ -416,7 +447,7 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(imgs))
 	for _, im := range imgs {
-		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], Size: im.Size})
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], Size: im.Size})
 	}
 	sortInfos(out)
 	return out, nil
@@ -428,19 +459,24 @@ type Inspector interface {
 	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
 }
 
-// ListPinned returns the images of table (pinned by digest, pulled by
-// someone) that the engine has, with Pinned set, sorted like List.
+// ListPinned returns the registry images of table (named by digest, such
+// as those given to inspect -image) that the engine has, with Pinned set,
+// sorted like List. imagetable.Default() names none: no registry digest
+// could be verified here.
 func ListPinned(ctx context.Context, eng Inspector, table *imagetable.Table) ([]Info, error) {
 	var out []Info
 	for _, e := range table.Entries() {
-		im, err := eng.ImageInspect(ctx, e.Ref())
+		if e.Ref == "" {
+			continue // built here, listed by List
+		}
+		im, err := eng.ImageInspect(ctx, e.Ref)
 		if errors.Is(err, dockerapi.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("image: inspect %s: %w", e.Ref(), err)
+			return nil, fmt.Errorf("image: inspect %s: %w", e.Ref, err)
 		}
-		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: "go" + e.Go, Pinned: e.Ref(), Size: im.Size})
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: "go" + e.Go, Pinned: e.Ref, Size: im.Size})
 	}
 	sortInfos(out)
 	return out, nil

@@ -1,20 +1,23 @@
-// Package imagetable chooses the toolchain image a module is validated in,
-// from the module's go directive and a table of pinned images kept as data
-// (images.json, embedded).
+// Package imagetable chooses the toolchain a module is validated in, from
+// the module's go directive (and toolchain line), the images the engine
+// has, and the Go releases Stockade can build an image of on demand: the
+// host's Go and the releases listed in releases.json (embedded), which the
+// go command fetches from the module proxy and verifies against the
+// checksum database.
 //
-// The table is part of the threat model: runs never pull, and an image is
-// named by digest, so a compromised tag cannot change the toolchain that
-// builds untrusted code. With GOTOOLCHAIN=local the toolchain in the image
-// is the only one that runs, so the choice must satisfy the directive here,
+// The choice is part of the threat model: runs never pull, and every image
+// is either built here from verified inputs (its ID is its pin) or named by
+// the user by digest. With GOTOOLCHAIN=local the toolchain in the image is
+// the only one that runs, so the choice must satisfy the module here,
 // before anything runs, rather than fail inside the container.
 //
-// Selection: the image with the lowest Go minor that can build the
-// directive (its Go release is at least the directive). A directive whose
-// minor has an image gets that image; an older directive gets the oldest
-// image, flagged as standing in; a directive newer than every image is
-// refused with ErrTooNew. A locally built image (Local) serves in place of
-// the pinned one for its own minor, and so also stands in for older
-// directives when it is the oldest image available.
+// Selection: the Go the module wants is its go directive, or its toolchain
+// line when that is newer (the go command switches to it). The image of
+// that minor is used when one is present or can be built, with a release
+// at least what the module wants; only when no release of the minor can be
+// had does the oldest newer minor stand in (flagged). A module newer than
+// every release available is refused with a *TooNewError naming the
+// command that builds its image.
 package imagetable
 
 import (
@@ -28,45 +31,53 @@ import (
 	"strings"
 )
 
-//go:embed images.json
-var imagesJSON []byte
+//go:embed releases.json
+var releasesJSON []byte
 
-// ErrTooNew reports a go directive newer than every available image.
-// The error's message names the supported range.
+// ErrTooNew reports a module that wants a Go newer than every image
+// available (present or buildable). The error is a *TooNewError.
 var ErrTooNew = errors.New("imagetable: go directive newer than every toolchain image")
 
 // ErrBadVersion reports a go directive or Go release that is not of the
 // form 1.N, 1.N.P, 1.NrcK or 1.NbetaK.
 var ErrBadVersion = errors.New("imagetable: malformed go version")
 
-// ErrBadTable reports a table that fails validation: no images, a duplicate
-// or unordered minor, a tag or digest of the wrong form.
-var ErrBadTable = errors.New("imagetable: invalid image table")
+// ErrBadTable reports a table that fails validation: a release of the
+// wrong form, a duplicate, or a registry reference not pinned by digest.
+var ErrBadTable = errors.New("imagetable: invalid release table")
 
 // ErrBadLocal reports a local image whose ID is not "sha256:" and 64
 // lowercase hex digits, or whose Go version is malformed.
 var ErrBadLocal = errors.New("imagetable: invalid local image")
 
-// Entry is one pinned toolchain image.
+// Sources of an Entry: where its image comes from when the engine lacks it.
+const (
+	// SourceProxy: built from the release the go command fetches from the
+	// module proxy (image.FetchGo).
+	SourceProxy = "proxy"
+	// SourceHost: built from the host's own Go (the go command on PATH).
+	SourceHost = "host"
+	// SourceRegistry: a registry image the user named by digest; pulled
+	// only when asked.
+	SourceRegistry = "registry"
+)
+
+// Entry is a Go release Stockade can have an image of.
 type Entry struct {
-	// Minor is the Go minor the image serves, such as "1.24".
-	Minor string `json:"minor"`
-	// Go is the Go release the image holds, such as "1.24.13".
+	// Minor is the Go minor, such as "1.27"; filled by Parse and With.
+	Minor string `json:"minor,omitempty"`
+	// Go is the Go release, such as "1.27.3".
 	Go string `json:"go"`
-	// Tag is the image tag, "golang:<Minor>-bookworm".
-	Tag string `json:"tag"`
-	// Digest is the manifest digest the tag is pinned to, "sha256:<hex>".
-	Digest string `json:"digest"`
-	// Verified is false while Digest has not been checked against a
-	// registry; a report should say so.
-	Verified bool `json:"verified"`
+	// Source is SourceProxy (the default in releases.json), SourceHost or
+	// SourceRegistry.
+	Source string `json:"source,omitempty"`
+	// Ref is the registry reference, name@sha256:<hex>, with
+	// SourceRegistry only.
+	Ref string `json:"ref,omitempty"`
 }
 
-// Ref returns the pinned reference, Tag@Digest.
-func (e Entry) Ref() string { return e.Tag + "@" + e.Digest }
-
-// Local is an image built on this machine (by `stockade image build`),
-// known by its image ID rather than by a pinned digest.
+// Local is an image the engine has that Stockade built, known by its
+// image ID.
 type Local struct {
 	// ID is the engine's image ID, "sha256:" and 64 hex digits.
 	ID string
@@ -75,122 +86,163 @@ type Local struct {
 	Go string
 }
 
-// Choice is the image Select picked for a directive.
+// Choice is the image Select picked.
 type Choice struct {
-	// Directive is the go directive as given to Select.
+	// Directive is the go directive as given to Select ("1.16" for none).
 	Directive string
-	// Image is what to run: a pinned reference (Tag@Digest) or, when
-	// Local is true, a local image ID.
+	// Want is the Go the module wants: the directive, or the toolchain
+	// line's release when that is newer.
+	Want string
+	// Image is the image ID when Local is true; otherwise the image must
+	// be made from Source (a registry reference for SourceRegistry, else
+	// empty).
 	Image string
-	// Go is the Go release in Image.
+	// Go is the Go release of the image.
 	Go string
-	// Minor is the Go minor of Image, such as "1.22".
+	// Minor is the Go minor of the image, such as "1.27".
 	Minor string
-	// Local reports that Image is a locally built image, not a pinned one.
+	// Local reports that the engine has the image (Image is its ID).
 	Local bool
-	// StoodIn reports that Image serves a newer minor than the directive
-	// names: the directive is older than every image, or its minor has none.
+	// Source says where the image comes from when Local is false:
+	// SourceHost, SourceProxy or SourceRegistry.
+	Source string
+	// StoodIn reports that the image serves a newer minor than the module
+	// wants: no release of that minor is available.
 	StoodIn bool
-	// Verified is false when Image is a pinned reference whose digest has
-	// not been checked against a registry. Always true for local images.
-	Verified bool
 }
 
-// Table is an ordered set of pinned images, oldest minor first. The zero
-// value has no images and refuses every directive; use Default or Parse.
+// Table is the set of Go releases available besides the images present,
+// in ascending order. The zero value has none; use Default, Parse or With.
 type Table struct {
 	entries []Entry
 }
 
-// Default returns the table embedded from images.json. It panics if that
-// file is invalid, which the package's tests rule out.
+// Default returns the releases embedded from releases.json. It panics if
+// that file is invalid, which the package's tests rule out.
 func Default() *Table {
-	t, err := Parse(imagesJSON)
+	t, err := Parse(releasesJSON)
 	if err != nil {
 		panic(err)
 	}
 	return t
 }
 
-// Parse reads a table in the images.json format and validates it.
+// Parse reads a table in the releases.json format and validates it.
 func Parse(data []byte) (*Table, error) {
 	var doc struct {
-		Images []Entry `json:"images"`
+		Releases []Entry `json:"releases"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	if err := dec.Decode(&doc); err != nil {
+	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadTable, err)
 	}
-	if len(doc.Images) == 0 {
-		return nil, fmt.Errorf("%w: no images", ErrBadTable)
-	}
-	for i, e := range doc.Images {
-		if err := checkEntry(e); err != nil {
-			return nil, err
+	return (&Table{}).With(doc.Releases...)
+}
+
+// refRE is a registry reference pinned by digest.
+var refRE = regexp.MustCompile(`^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$`)
+
+// IsPinnedRef reports whether ref is a registry reference pinned by
+// digest, such as "golang:1.24-bookworm@sha256:<64 hex>".
+func IsPinnedRef(ref string) bool { return refRE.MatchString(ref) }
+
+// With returns a copy of t with es added, validated, in ascending order.
+func (t *Table) With(es ...Entry) (*Table, error) {
+	out := &Table{entries: append([]Entry(nil), t.entries...)}
+	for _, e := range es {
+		v, err := parse(strings.TrimPrefix(e.Go, "go"))
+		if err != nil || v.kind == language {
+			return nil, fmt.Errorf("%w: go %q is not a release such as 1.27.3", ErrBadTable, e.Go)
 		}
-		if i > 0 {
-			prev, _ := parse(doc.Images[i-1].Go)
-			cur, _ := parse(e.Go)
-			if cur.minor <= prev.minor {
-				return nil, fmt.Errorf("%w: %s after %s; minors must be unique and ascending", ErrBadTable, e.Minor, doc.Images[i-1].Minor)
+		e.Go, e.Minor = v.String(), v.minorString()
+		switch e.Source {
+		case "":
+			e.Source = SourceProxy
+		case SourceProxy, SourceHost:
+		case SourceRegistry:
+			if !IsPinnedRef(e.Ref) {
+				return nil, fmt.Errorf("%w: %q is not a registry reference pinned by digest", ErrBadTable, e.Ref)
+			}
+		default:
+			return nil, fmt.Errorf("%w: source %q", ErrBadTable, e.Source)
+		}
+		if e.Source != SourceRegistry && e.Ref != "" {
+			return nil, fmt.Errorf("%w: ref %q on a %s release", ErrBadTable, e.Ref, e.Source)
+		}
+		for _, o := range out.entries {
+			if o.Go == e.Go && o.Source == e.Source && o.Ref == e.Ref {
+				return nil, fmt.Errorf("%w: go %s from %s twice", ErrBadTable, e.Go, e.Source)
 			}
 		}
+		out.entries = append(out.entries, e)
 	}
-	return &Table{entries: doc.Images}, nil
+	sort.SliceStable(out.entries, func(i, j int) bool {
+		a, _ := parse(out.entries[i].Go)
+		b, _ := parse(out.entries[j].Go)
+		return compare(a, b) < 0
+	})
+	return out, nil
 }
 
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-
-func checkEntry(e Entry) error {
-	v, err := parse(e.Go)
-	if err != nil || v.kind != release || !v.hasPatch {
-		return fmt.Errorf("%w: go %q is not a release such as 1.24.3", ErrBadTable, e.Go)
-	}
-	if e.Minor != v.minorString() {
-		return fmt.Errorf("%w: minor %q does not match go %q", ErrBadTable, e.Minor, e.Go)
-	}
-	if want := "golang:" + e.Minor + "-bookworm"; e.Tag != want {
-		return fmt.Errorf("%w: tag %q; want %q", ErrBadTable, e.Tag, want)
-	}
-	if !digestRE.MatchString(e.Digest) {
-		return fmt.Errorf("%w: digest %q of %s", ErrBadTable, e.Digest, e.Tag)
-	}
-	return nil
-}
-
-// Entries returns a copy of the table's images, oldest minor first.
+// Entries returns a copy of the table's releases, oldest first.
 func (t *Table) Entries() []Entry {
 	return append([]Entry(nil), t.entries...)
 }
 
-// TooNewError is the refusal for a directive no image can build. It
-// matches ErrTooNew with errors.Is.
+// TooNewError is the refusal for a module no available image can build.
+// It matches ErrTooNew with errors.Is.
 type TooNewError struct {
-	// Directive is the go directive that was refused.
-	Directive string
-	// Oldest and Newest are the Go releases of the oldest and newest
-	// available images (table and local), such as "1.22.12" and "1.26.8".
-	Oldest, Newest string
+	// Directive is the go directive; Want what the module wants (the
+	// toolchain line's release when newer).
+	Directive, Want string
+	// Available are the Go releases of the images present or buildable,
+	// ascending, such as ["1.26.8", "1.27.3"].
+	Available []string
+}
+
+// BuildRelease is the release `stockade image build -go` should make for
+// the module: Want, with ".0" added to a language version ("1.28" gives
+// "1.28.0").
+func (e *TooNewError) BuildRelease() string {
+	v, err := parse(e.Want)
+	if err == nil && v.kind == language {
+		return e.Want + ".0"
+	}
+	return e.Want
 }
 
 func (e *TooNewError) Error() string {
-	return fmt.Sprintf("go directive %s is newer than every toolchain image: supported are go %s to %s (older directives use the go %s image)",
-		e.Directive, minorOf(e.Oldest), e.Newest, minorOf(e.Oldest))
+	what := "go directive " + e.Directive
+	if e.Want != e.Directive {
+		what = "toolchain go" + e.Want
+	}
+	have := "none"
+	if len(e.Available) > 0 {
+		have = "go " + strings.Join(e.Available, ", ")
+	}
+	return fmt.Sprintf("%s is newer than every toolchain image available (%s); make one with 'stockade image build -go %s'", what, have, e.BuildRelease())
 }
 
 // Is makes errors.Is(err, ErrTooNew) true.
 func (e *TooNewError) Is(target error) bool { return target == ErrTooNew }
 
-// Select returns the image for a module whose go directive is directive
-// ("1.21", "1.21.3", "1.21rc1"; "" means the go command's default for a
-// go.mod without a go line, 1.16). locals are images built on this machine
-// and may be nil.
-//
-// It picks, among the table's images and locals, the one with the lowest
-// minor whose Go release is at least the directive; at equal minors a local
-// image wins, and among locals of one minor the newest release. It returns
-// a *TooNewError when none qualifies.
+// Select is SelectFor without a toolchain line.
 func (t *Table) Select(directive string, locals []Local) (Choice, error) {
+	return t.SelectFor(directive, "", locals)
+}
+
+// SelectFor returns the image for a module whose go directive is directive
+// ("1.21", "1.21.3", "1.21rc1"; "" means the go command's default for a
+// go.mod without a go line, 1.16) and whose toolchain line is toolchain
+// ("go1.27.3", "go1.27.3-custom"; "" or "default" for none). locals are
+// the images the engine has and may be nil.
+//
+// The module wants the newer of the directive and the toolchain line. The
+// image is, in order of preference: a local image of that minor (newest
+// release first) whose release is at least that; a table release of that
+// minor (the host's first, then the newest); else the same search in the
+// next newer minor that has one, flagged StoodIn. It returns a
+// *TooNewError when nothing qualifies.
+func (t *Table) SelectFor(directive, toolchain string, locals []Local) (Choice, error) {
 	if directive == "" {
 		directive = "1.16"
 	}
@@ -198,53 +250,83 @@ func (t *Table) Select(directive string, locals []Local) (Choice, error) {
 	if err != nil {
 		return Choice{}, err
 	}
+	want := d
+	if toolchain != "" && toolchain != "default" {
+		tv, err := toolchainVersion(toolchain)
+		if err != nil {
+			return Choice{}, err
+		}
+		if compare(tv, want) > 0 {
+			want = tv
+		}
+	}
 	type cand struct {
-		c Choice
-		v version
+		c    Choice
+		v    version
+		rank int // at one minor: 0 local, 1 host, 2 proxy, 3 registry
 	}
 	var cands []cand
-	for _, e := range t.entries {
-		v, _ := parse(e.Go)
-		cands = append(cands, cand{Choice{Image: e.Ref(), Go: e.Go, Minor: e.Minor, Verified: e.Verified}, v})
-	}
 	for _, l := range locals {
 		if !digestRE.MatchString(l.ID) {
 			return Choice{}, fmt.Errorf("%w: id %q", ErrBadLocal, l.ID)
 		}
-		g := strings.TrimPrefix(l.Go, "go")
-		v, err := parse(g)
+		v, err := parse(strings.TrimPrefix(l.Go, "go"))
 		if err != nil {
 			return Choice{}, fmt.Errorf("%w: %s: go %q", ErrBadLocal, l.ID, l.Go)
 		}
-		cands = append(cands, cand{Choice{Image: l.ID, Go: g, Minor: v.minorString(), Local: true, Verified: true}, v})
+		cands = append(cands, cand{Choice{Image: l.ID, Go: v.String(), Minor: v.minorString(), Local: true}, v, 0})
 	}
-	if len(cands) == 0 {
-		return Choice{}, fmt.Errorf("%w: no images", ErrBadTable)
+	rank := map[string]int{SourceHost: 1, SourceProxy: 2, SourceRegistry: 3}
+	for _, e := range t.entries {
+		v, _ := parse(e.Go)
+		cands = append(cands, cand{Choice{Image: e.Ref, Go: e.Go, Minor: e.Minor, Source: e.Source}, v, rank[e.Source]})
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
 		if a.v.minor != b.v.minor {
 			return a.v.minor < b.v.minor
 		}
-		if a.c.Local != b.c.Local {
-			return a.c.Local
+		if a.rank != b.rank {
+			return a.rank < b.rank
 		}
 		return compare(a.v, b.v) > 0
 	})
 	for _, c := range cands {
-		if compare(c.v, d) >= 0 {
-			c.c.Directive = directive
-			c.c.StoodIn = c.v.minor != d.minor
+		if c.v.minor >= want.minor && compare(c.v, want) >= 0 {
+			c.c.Directive, c.c.Want = directive, want.String()
+			c.c.StoodIn = c.v.minor != want.minor
 			return c.c, nil
 		}
 	}
-	newest := cands[0].v
+	e := &TooNewError{Directive: directive, Want: want.String()}
+	seen := map[string]bool{}
 	for _, c := range cands {
-		if compare(c.v, newest) > 0 {
-			newest = c.v
+		if !seen[c.c.Go] {
+			seen[c.c.Go] = true
+			e.Available = append(e.Available, c.c.Go)
 		}
 	}
-	return Choice{}, &TooNewError{Directive: directive, Oldest: cands[0].c.Go, Newest: newest.String()}
+	sort.Slice(e.Available, func(i, j int) bool {
+		a, _ := parse(e.Available[i])
+		b, _ := parse(e.Available[j])
+		return compare(a, b) < 0
+	})
+	return Choice{}, e
+}
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// toolchainRE is a toolchain line: go, a version, an optional -suffix.
+var toolchainRE = regexp.MustCompile(`^go(1\.[0-9a-z.]+)(?:-[A-Za-z0-9._-]+)?$`)
+
+// toolchainVersion returns the Go version a toolchain line names, as the
+// go command reads it: "go1.27.3-custom" is 1.27.3.
+func toolchainVersion(s string) (version, error) {
+	m := toolchainRE.FindStringSubmatch(s)
+	if m == nil {
+		return version{}, fmt.Errorf("%w: toolchain %q", ErrBadVersion, s)
+	}
+	return parse(m[1])
 }
 
 // Fits reports whether a toolchain at Go release goVersion can build a
@@ -344,12 +426,4 @@ func (v version) String() string {
 		s += "rc" + strconv.Itoa(v.pre)
 	}
 	return s
-}
-
-func minorOf(goVersion string) string {
-	v, err := parse(goVersion)
-	if err != nil {
-		return goVersion
-	}
-	return v.minorString()
 }

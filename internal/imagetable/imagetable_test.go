@@ -11,127 +11,159 @@ const (
 	id2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
 )
 
+const pinned = "golang:1.24-bookworm@sha256:0ae225dec8ae7e6d97a664c8a6b641e82202e0dcb8b06da3ef604d817d2616b1"
+
 func TestDefault(t *testing.T) {
-	tab := Default()
-	es := tab.Entries()
-	if len(es) < 2 || es[0].Minor != "1.22" || es[len(es)-1].Minor != "1.26" {
-		t.Fatalf("Default() minors = %v..%v; want 1.22..1.26", es[0].Minor, es[len(es)-1].Minor)
+	es := Default().Entries()
+	if len(es) == 0 {
+		t.Fatal("Default() has no releases")
 	}
 	for _, e := range es {
-		if e.Verified {
-			t.Errorf("%s is marked verified; its digest was written offline", e.Tag)
+		if e.Source != SourceProxy || e.Ref != "" {
+			t.Errorf("Default() entry %+v; want module-proxy releases only, no registry image", e)
 		}
 	}
 }
 
-func TestSelect(t *testing.T) {
-	tab := Default()
-	ref := func(minor string) string {
-		for _, e := range tab.Entries() {
-			if e.Minor == minor {
-				return e.Ref()
-			}
-		}
-		t.Fatalf("no entry for %s", minor)
-		return ""
+// testTable is the host's go1.26.8 and the proxy's go1.27.3, as on our
+// machines, with an older proxy release and a registry image.
+func testTable(t *testing.T) *Table {
+	t.Helper()
+	tab, err := (&Table{}).With(
+		Entry{Go: "1.27.3"},
+		Entry{Go: "1.26.8", Source: SourceHost},
+		Entry{Go: "1.26.11"},
+		Entry{Go: "1.24.13", Source: SourceRegistry, Ref: pinned},
+	)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return tab
+}
+
+func TestSelectFor(t *testing.T) {
+	tab := testTable(t)
 	tests := []struct {
-		name      string
-		directive string
-		locals    []Local
-		want      Choice // Directive is filled from directive
+		name                 string
+		directive, toolchain string
+		locals               []Local
+		want                 Choice // Directive is filled from directive
 	}{
-		{"exact minor", "1.24", nil, Choice{Image: ref("1.24"), Go: "1.24.13", Minor: "1.24"}},
-		{"patch within image", "1.24.5", nil, Choice{Image: ref("1.24"), Go: "1.24.13", Minor: "1.24"}},
-		{"rc within image", "1.25rc2", nil, Choice{Image: ref("1.25"), Go: "1.25.9", Minor: "1.25"}},
-		{"older than table", "1.16", nil, Choice{Image: ref("1.22"), Go: "1.22.12", Minor: "1.22", StoodIn: true}},
-		{"no go line", "", nil, Choice{Image: ref("1.22"), Go: "1.22.12", Minor: "1.22", StoodIn: true}},
-		{"ancient", "1.11", nil, Choice{Image: ref("1.22"), Go: "1.22.12", Minor: "1.22", StoodIn: true}},
-		{"patch newer than image", "1.24.14", nil, Choice{Image: ref("1.25"), Go: "1.25.9", Minor: "1.25", StoodIn: true}},
-		{"local for its minor", "1.26", []Local{{ID: id1, Go: "go1.26.8"}},
-			Choice{Image: id1, Go: "1.26.8", Minor: "1.26", Local: true, Verified: true}},
-		{"local not oldest", "1.20", []Local{{ID: id1, Go: "1.26.8"}}, Choice{Image: ref("1.22"), Go: "1.22.12", Minor: "1.22", StoodIn: true}},
-		{"local oldest stands in", "1.20", []Local{{ID: id1, Go: "1.22.3"}},
-			Choice{Image: id1, Go: "1.22.3", Minor: "1.22", Local: true, StoodIn: true, Verified: true}},
-		{"newest local of minor", "1.26", []Local{{ID: id1, Go: "1.26.1"}, {ID: id2, Go: "1.26.8"}},
-			Choice{Image: id2, Go: "1.26.8", Minor: "1.26", Local: true, Verified: true}},
-		{"local too old for patch", "1.26.5", []Local{{ID: id1, Go: "1.26.1"}}, Choice{Image: ref("1.26"), Go: "1.26.8", Minor: "1.26"}},
-		{"local newer than table", "1.27", []Local{{ID: id1, Go: "1.27.0"}},
-			Choice{Image: id1, Go: "1.27.0", Minor: "1.27", Local: true, Verified: true}},
+		{"host for its minor", "1.26", "", nil, Choice{Want: "1.26", Go: "1.26.8", Minor: "1.26", Source: SourceHost}},
+		{"proxy for its minor", "1.27", "", nil, Choice{Want: "1.27", Go: "1.27.3", Minor: "1.27", Source: SourceProxy}},
+		{"patch beyond the host", "1.26.9", "", nil, Choice{Want: "1.26.9", Go: "1.26.11", Minor: "1.26", Source: SourceProxy}},
+		{"rc within release", "1.27rc2", "", nil, Choice{Want: "1.27rc2", Go: "1.27.3", Minor: "1.27", Source: SourceProxy}},
+		{"toolchain line newer", "1.26", "go1.27.1", nil, Choice{Want: "1.27.1", Go: "1.27.3", Minor: "1.27", Source: SourceProxy}},
+		{"toolchain line with suffix", "1.26", "go1.27.2-custom", nil, Choice{Want: "1.27.2", Go: "1.27.3", Minor: "1.27", Source: SourceProxy}},
+		{"toolchain line older", "1.27", "go1.26.1", nil, Choice{Want: "1.27", Go: "1.27.3", Minor: "1.27", Source: SourceProxy}},
+		{"toolchain default", "1.26", "default", nil, Choice{Want: "1.26", Go: "1.26.8", Minor: "1.26", Source: SourceHost}},
+		{"registry image for its minor", "1.24", "", nil, Choice{Want: "1.24", Image: pinned, Go: "1.24.13", Minor: "1.24", Source: SourceRegistry}},
+		{"older than every release", "1.16", "", nil, Choice{Want: "1.16", Image: pinned, Go: "1.24.13", Minor: "1.24", Source: SourceRegistry, StoodIn: true}},
+		{"no go line", "", "", nil, Choice{Want: "1.16", Image: pinned, Go: "1.24.13", Minor: "1.24", Source: SourceRegistry, StoodIn: true}},
+		{"minor without release", "1.25", "", nil, Choice{Want: "1.25", Go: "1.26.8", Minor: "1.26", Source: SourceHost, StoodIn: true}},
+		{"present image wins", "1.27", "", []Local{{ID: id1, Go: "go1.27.3"}},
+			Choice{Want: "1.27", Image: id1, Go: "1.27.3", Minor: "1.27", Local: true}},
+		{"newest present of the minor", "1.26", "", []Local{{ID: id1, Go: "1.26.1"}, {ID: id2, Go: "1.26.8"}},
+			Choice{Want: "1.26", Image: id2, Go: "1.26.8", Minor: "1.26", Local: true}},
+		{"present too old for the patch", "1.26.5", "", []Local{{ID: id1, Go: "1.26.1"}},
+			Choice{Want: "1.26.5", Go: "1.26.8", Minor: "1.26", Source: SourceHost}},
+		{"exact minor buildable beats newer present", "1.26", "", []Local{{ID: id1, Go: "1.27.3"}},
+			Choice{Want: "1.26", Go: "1.26.8", Minor: "1.26", Source: SourceHost}},
+		{"present older minor stands in", "1.20", "", []Local{{ID: id1, Go: "1.22.3"}},
+			Choice{Want: "1.20", Image: id1, Go: "1.22.3", Minor: "1.22", Local: true, StoodIn: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tab.Select(tt.directive, tt.locals)
+			got, err := tab.SelectFor(tt.directive, tt.toolchain, tt.locals)
 			if err != nil {
-				t.Fatalf("Select(%q) error = %v", tt.directive, err)
+				t.Fatalf("SelectFor(%q, %q) error = %v", tt.directive, tt.toolchain, err)
 			}
 			tt.want.Directive = tt.directive
 			if tt.directive == "" {
 				tt.want.Directive = "1.16"
 			}
 			if got != tt.want {
-				t.Errorf("Select(%q, %v) = %+v; want %+v", tt.directive, tt.locals, got, tt.want)
+				t.Errorf("SelectFor(%q, %q, %v) = %+v; want %+v", tt.directive, tt.toolchain, tt.locals, got, tt.want)
 			}
 		})
 	}
 }
 
 func TestSelect_Refusals(t *testing.T) {
-	tab := Default()
+	tab := testTable(t)
 	tests := []struct {
-		directive string
-		locals    []Local
-		want      error
-		msg       string // substring of the message
+		directive, toolchain string
+		locals               []Local
+		want                 error
+		msg                  string // substring of the message
 	}{
-		{"1.99", nil, ErrTooNew, "supported are go 1.22 to 1.26.8"},
-		{"1.26.9", nil, ErrTooNew, "go directive 1.26.9 is newer"},
-		{"1.27", []Local{{ID: id1, Go: "1.26.8"}}, ErrTooNew, "to 1.26.8"},
-		{"1.28", []Local{{ID: id1, Go: "1.27.1"}}, ErrTooNew, "to 1.27.1"},
-		{"2.0", nil, ErrBadVersion, ""},
-		{"1.21.x", nil, ErrBadVersion, ""},
-		{"go1.21", nil, ErrBadVersion, ""},
-		{"1.24", []Local{{ID: "abc", Go: "1.24.1"}}, ErrBadLocal, ""},
-		{"1.24", []Local{{ID: id1, Go: "latest"}}, ErrBadLocal, ""},
+		{"1.99", "", nil, ErrTooNew, "go directive 1.99 is newer than every toolchain image available (go 1.24.13, 1.26.8, 1.26.11, 1.27.3); make one with 'stockade image build -go 1.99.0'"},
+		{"1.27.4", "", nil, ErrTooNew, "'stockade image build -go 1.27.4'"},
+		{"1.28rc1", "", nil, ErrTooNew, "-go 1.28rc1'"},
+		{"1.26", "go1.28.1", nil, ErrTooNew, "toolchain go1.28.1 is newer"},
+		{"1.28", "", []Local{{ID: id1, Go: "1.27.9"}}, ErrTooNew, "1.27.3, 1.27.9)"},
+		{"2.0", "", nil, ErrBadVersion, ""},
+		{"1.21.x", "", nil, ErrBadVersion, ""},
+		{"go1.21", "", nil, ErrBadVersion, ""},
+		{"1.24", "1.27.3", nil, ErrBadVersion, ""},
+		{"1.24", "", []Local{{ID: "abc", Go: "1.24.1"}}, ErrBadLocal, ""},
+		{"1.24", "", []Local{{ID: id1, Go: "latest"}}, ErrBadLocal, ""},
 	}
 	for _, tt := range tests {
-		_, err := tab.Select(tt.directive, tt.locals)
+		_, err := tab.SelectFor(tt.directive, tt.toolchain, tt.locals)
 		if !errors.Is(err, tt.want) {
-			t.Errorf("Select(%q, %v) = %v; want %v", tt.directive, tt.locals, err, tt.want)
+			t.Errorf("SelectFor(%q, %q, %v) = %v; want %v", tt.directive, tt.toolchain, tt.locals, err, tt.want)
 			continue
 		}
 		if !strings.Contains(err.Error(), tt.msg) {
-			t.Errorf("Select(%q) message %q; want it to contain %q", tt.directive, err, tt.msg)
+			t.Errorf("SelectFor(%q, %q) message %q; want it to contain %q", tt.directive, tt.toolchain, err, tt.msg)
 		}
 		var tn *TooNewError
 		if errors.Is(tt.want, ErrTooNew) && (!errors.As(err, &tn) || tn.Directive != tt.directive) {
-			t.Errorf("Select(%q) = %#v; want *TooNewError naming the directive", tt.directive, err)
+			t.Errorf("SelectFor(%q) = %#v; want *TooNewError naming the directive", tt.directive, err)
 		}
 	}
 	var zero Table
-	if _, err := zero.Select("1.24", nil); !errors.Is(err, ErrBadTable) {
-		t.Errorf("zero Table Select = %v; want ErrBadTable", err)
+	var tn *TooNewError
+	if _, err := zero.Select("1.24", nil); !errors.As(err, &tn) || len(tn.Available) != 0 {
+		t.Errorf("zero Table Select = %v; want a *TooNewError with nothing available", err)
 	}
 }
 
 func TestParse_Invalid(t *testing.T) {
-	const d = "sha256:0ae225dec8ae7e6d97a664c8a6b641e82202e0dcb8b06da3ef604d817d2616b1"
-	entry := func(minor, goV, tag, digest string) string {
-		return `{"minor":"` + minor + `","go":"` + goV + `","tag":"` + tag + `","digest":"` + digest + `"}`
-	}
 	tests := []struct{ name, doc string }{
 		{"not json", "{"},
-		{"empty", `{"images":[]}`},
-		{"minor mismatch", `{"images":[` + entry("1.23", "1.24.1", "golang:1.23-bookworm", d) + `]}`},
-		{"go not a release", `{"images":[` + entry("1.24", "1.24", "golang:1.24-bookworm", d) + `]}`},
-		{"wrong tag", `{"images":[` + entry("1.24", "1.24.1", "golang:1.24", d) + `]}`},
-		{"unpinned", `{"images":[` + entry("1.24", "1.24.1", "golang:1.24-bookworm", "latest") + `]}`},
-		{"descending", `{"images":[` + entry("1.25", "1.25.1", "golang:1.25-bookworm", d) + "," + entry("1.24", "1.24.1", "golang:1.24-bookworm", d) + `]}`},
-		{"duplicate", `{"images":[` + entry("1.24", "1.24.1", "golang:1.24-bookworm", d) + "," + entry("1.24", "1.24.2", "golang:1.24-bookworm", d) + `]}`},
+		{"language version", `{"releases":[{"go":"1.24"}]}`},
+		{"not a version", `{"releases":[{"go":"latest"}]}`},
+		{"duplicate", `{"releases":[{"go":"1.24.1"},{"go":"1.24.1"}]}`},
+		{"unknown source", `{"releases":[{"go":"1.24.1","source":"web"}]}`},
+		{"registry unpinned", `{"releases":[{"go":"1.24.1","source":"registry","ref":"golang:1.24-bookworm"}]}`},
+		{"ref on a proxy release", `{"releases":[{"go":"1.24.1","ref":"` + pinned + `"}]}`},
 	}
 	for _, tt := range tests {
 		if _, err := Parse([]byte(tt.doc)); !errors.Is(err, ErrBadTable) {
 			t.Errorf("Parse(%s) = %v; want ErrBadTable", tt.name, err)
+		}
+	}
+	tab, err := Parse([]byte(`{"releases":[{"go":"1.27.3"},{"go":"go1.25.1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := tab.Entries(); len(es) != 2 || es[0].Go != "1.25.1" || es[0].Minor != "1.25" || es[1].Go != "1.27.3" {
+		t.Errorf("Parse sorted = %+v; want 1.25.1 then 1.27.3", es)
+	}
+}
+
+func TestIsPinnedRef(t *testing.T) {
+	for ref, want := range map[string]bool{
+		pinned: true,
+		"registry.example.com:5000/team/go@sha256:0ae225dec8ae7e6d97a664c8a6b641e82202e0dcb8b06da3ef604d817d2616b1": true,
+		"golang:1.24-bookworm": false,
+		"golang@sha256:abc":    false,
+		"Golang@sha256:0ae225dec8ae7e6d97a664c8a6b641e82202e0dcb8b06da3ef604d817d2616b1": false,
+	} {
+		if got := IsPinnedRef(ref); got != want {
+			t.Errorf("IsPinnedRef(%q) = %v; want %v", ref, got, want)
 		}
 	}
 }

@@ -2,11 +2,12 @@ package validate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
@@ -22,85 +23,214 @@ type ImageEngine interface {
 	ImagePull(ctx context.Context, ref string) error
 }
 
-// ErrNoImage reports that no toolchain image for the module is present,
-// none may be pulled, and the host's Go cannot build one that fits.
+// ErrNoImage reports that the toolchain image a run needs is not there and
+// cannot be made: an -image the engine lacks, or a build that failed.
 var ErrNoImage = errors.New("validate: no toolchain image available")
+
+// ErrBadImageRef reports an explicit image that is neither an image ID
+// ("sha256:" and 64 hex digits) nor a registry reference pinned by digest
+// (name@sha256:...).
+var ErrBadImageRef = errors.New("validate: -image must be an image ID or a reference pinned by digest (name@sha256:...)")
 
 // imageChoice is the image a run uses and what inspect did to get it.
 type imageChoice struct {
-	img  report.Image
-	note string // set when inspect pulled or built the image
+	img   report.Image
+	notes []string // what inspect did or assumed on the way
+	note  string   // notes joined, for callers that take one
 }
 
-// selectImage picks the image for directive among the images present in
-// the engine: the table's pinned images the engine has, and local images
-// from `stockade image build`. When none fits, it pulls the pinned image
-// (only with pull) or builds the local image from the host's Go. It never
-// pulls otherwise.
-func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, directive string, pull bool, log *slog.Logger) (imageChoice, error) {
-	choose := func() (imagetable.Choice, map[string]image.Info, error) {
-		present, err := presentTable(ctx, eng, table)
-		if err != nil {
-			return imagetable.Choice{}, nil, err
-		}
-		infos, err := image.List(ctx, eng)
-		if err != nil {
-			return imagetable.Choice{}, nil, err
-		}
-		var locals []imagetable.Local
-		byID := map[string]image.Info{}
-		for _, in := range infos {
-			if in.GoVersion != "" {
-				locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
-				byID[in.ID] = in
-			}
-		}
-		if len(present.Entries()) == 0 && len(locals) == 0 {
-			return imagetable.Choice{}, byID, imagetable.ErrTooNew // nothing present fits
-		}
-		c, err := present.Select(directive, locals)
-		return c, byID, err
-	}
+// imageRequest says which toolchain image a run needs.
+type imageRequest struct {
+	// Table lists the Go releases the module proxy serves; nil means
+	// imagetable.Default(). The host's Go is added to it.
+	Table *imagetable.Table
+	// Directive and Toolchain are go.mod's go and toolchain lines.
+	Directive, Toolchain string
+	// Image, when set, is the image to use instead of choosing one: an
+	// image ID, or a registry reference pinned by digest.
+	Image string
+	// Pull pulls Image when the engine does not have it; without Image
+	// it does nothing.
+	Pull bool
+	// DataDir holds the releases fetched from the module proxy
+	// (ToolchainCache); empty means DefaultDataDir().
+	DataDir string
+}
 
-	c, locals, err := choose()
-	var note string
-	if errors.Is(err, imagetable.ErrTooNew) {
-		// Nothing present fits. The full table says what would.
-		want, terr := table.Select(directive, nil)
-		switch {
-		case terr == nil && pull:
-			log.Info("pulling", "image", want.Image)
-			if err := eng.ImagePull(ctx, want.Image); err != nil {
-				return imageChoice{}, fmt.Errorf("validate: pull %s: %w", want.Image, err)
-			}
-			note = "pulled " + want.Image
-		default:
-			res, berr := image.Build(ctx, eng, image.Options{Logger: log})
-			if berr != nil {
-				return imageChoice{}, fmt.Errorf("%w for go %s: building one from the host's Go failed: %v (run 'stockade image build', or -pull)", ErrNoImage, directive, berr)
-			}
-			if ok, _ := imagetable.Fits(directive, res.GoVersion); !ok {
-				return imageChoice{}, fmt.Errorf("%w for go %s: the host's %s is too old (use -pull)", ErrNoImage, directive, res.GoVersion)
-			}
-			note = fmt.Sprintf("no toolchain image for go %s was present; built %s from the host's %s", directive, firstTag(res.Tags, res.ID), res.GoVersion)
-		}
-		c, locals, err = choose()
+// selectImage is pickImage for a go directive alone.
+func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, directive string, pull bool, log *slog.Logger) (imageChoice, error) {
+	return pickImage(ctx, eng, imageRequest{Table: table, Directive: directive, Pull: pull}, log)
+}
+
+// pickImage returns the image for req: the explicit image, or the one
+// imagetable.SelectFor chooses among the images Stockade built that the
+// engine has, the host's Go and the module proxy's releases. An image that
+// is not there yet is built (the host's Go, or a release fetched from the
+// module proxy) and noted. A module newer than every available release is
+// a *imagetable.TooNewError naming the command that builds its image. It
+// never pulls, but for an explicit image with req.Pull.
+func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog.Logger) (imageChoice, error) {
+	if req.Image != "" {
+		return explicitImage(ctx, eng, req, log)
 	}
+	table := req.Table
+	if table == nil {
+		table = Releases(ctx, req.DataDir)
+	} else {
+		table, _ = withHostGo(ctx, table, log)
+	}
+	infos, err := image.List(ctx, eng)
 	if err != nil {
 		return imageChoice{}, err
 	}
-	img := report.Image{Ref: c.Image, ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: c.Local, StandIn: c.StoodIn}
-	if c.Local {
-		img.Ref = firstTag(locals[c.Image].Tags, c.Image)
-		img.Built = note != "" && !pull
-	} else {
-		in, err := eng.ImageInspect(ctx, c.Image)
-		if err != nil {
-			return imageChoice{}, fmt.Errorf("validate: inspect %s: %w", c.Image, err)
+	var locals []imagetable.Local
+	tags := map[string][]string{}
+	for _, in := range infos {
+		if in.GoVersion != "" {
+			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
+			tags[in.ID] = in.Tags
 		}
-		img.ID = in.ID
 	}
-	return imageChoice{img: img, note: note}, nil
+	c, err := table.SelectFor(req.Directive, req.Toolchain, locals)
+	if err != nil {
+		return imageChoice{}, err
+	}
+	var ic imageChoice
+	if !c.Local {
+		opts := image.Options{Logger: log}
+		from := "the host's go" + c.Go
+		if c.Source == imagetable.SourceProxy {
+			if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
+				return imageChoice{}, err
+			}
+			opts.GoVersion = c.Go
+			from = "go" + c.Go + " fetched from the module proxy"
+		}
+		res, err := image.Build(ctx, eng, opts)
+		if err != nil {
+			return imageChoice{}, fmt.Errorf("%w for go %s: building it from %s failed: %w", ErrNoImage, c.Want, from, err)
+		}
+		if res.GoVersion != "go"+c.Go {
+			return imageChoice{}, fmt.Errorf("%w for go %s: the build from %s holds %s", ErrNoImage, c.Want, from, res.GoVersion)
+		}
+		c.Image, tags[res.ID] = res.ID, res.Tags
+		ic.img.Built = true
+		ic.notes = append(ic.notes, fmt.Sprintf("no toolchain image for go %s was present; built %s from %s", c.Want, firstTag(res.Tags, res.ID), from))
+	}
+	ic.img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: ic.img.Built}
+	if c.StoodIn {
+		ic.notes = append(ic.notes, standInNote(c))
+	}
+	ic.note = strings.Join(ic.notes, "; ")
+	return ic, nil
+}
+
+// standInNote says that a newer Go validated the module, and what that
+// may cause.
+func standInNote(c imagetable.Choice) string {
+	return fmt.Sprintf("no toolchain of go %s could be had: go%s stood in; a dependency that fails to build may be failing on the newer Go, not on this module", c.Want, c.Go)
+}
+
+// withHostGo returns table with the host's Go added (SourceHost); a host
+// without a usable go command adds nothing.
+func withHostGo(ctx context.Context, table *imagetable.Table, log *slog.Logger) (*imagetable.Table, error) {
+	v, err := image.HostGoVersion(ctx)
+	if err != nil {
+		log.Warn("the host's Go cannot build an image", "err", err)
+		return table, nil
+	}
+	t, err := table.With(imagetable.Entry{Go: v, Source: imagetable.SourceHost})
+	if err != nil {
+		// A development build ("devel go1.27-abcdef") is not a release.
+		log.Warn("the host's Go is not a release", "go", v, "err", err)
+		return table, nil
+	}
+	return t, nil
+}
+
+// Releases returns the Go releases inspect can use without any image
+// present: the module proxy's (imagetable.Default()), those already
+// fetched into dataDir's toolchain cache (by `stockade image build -go`;
+// empty dataDir means DefaultDataDir()), and the host's Go. The layout
+// check refuses a module newer than all of them. It reads and creates
+// nothing but what exists.
+func Releases(ctx context.Context, dataDir string) *imagetable.Table {
+	t := imagetable.Default()
+	if dataDir == "" {
+		dataDir, _ = DefaultDataDir()
+	}
+	if dataDir != "" {
+		for _, v := range image.FetchedReleases(filepath.Join(dataDir, "toolchains")) {
+			if more, err := t.With(imagetable.Entry{Go: v}); err == nil {
+				t = more // a release also in the table is there already
+			}
+		}
+	}
+	t, _ = withHostGo(ctx, t, slog.New(slog.DiscardHandler))
+	return t
+}
+
+var imageIDRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// explicitImage returns the image req.Image names, pulling it first when
+// the engine lacks it and req.Pull is set. Its Go version comes from
+// Stockade's label or, for golang images, GOLANG_VERSION; it must satisfy
+// the module as a chosen image would.
+func explicitImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog.Logger) (imageChoice, error) {
+	ref := req.Image
+	isID := imageIDRE.MatchString(ref)
+	if !isID && !imagetable.IsPinnedRef(ref) {
+		return imageChoice{}, fmt.Errorf("%w: %q", ErrBadImageRef, ref)
+	}
+	var ic imageChoice
+	im, err := eng.ImageInspect(ctx, ref)
+	if errors.Is(err, dockerapi.ErrNotFound) && !isID && req.Pull {
+		log.Info("pulling", "image", ref)
+		if err := eng.ImagePull(ctx, ref); err != nil {
+			return imageChoice{}, fmt.Errorf("validate: pull %s: %w", ref, err)
+		}
+		ic.notes = append(ic.notes, "pulled "+ref)
+		im, err = eng.ImageInspect(ctx, ref)
+	}
+	if errors.Is(err, dockerapi.ErrNotFound) {
+		hint := ""
+		if !isID {
+			hint = " (-pull pulls it)"
+		}
+		return imageChoice{}, fmt.Errorf("%w: the engine has no image %s%s", ErrNoImage, ref, hint)
+	}
+	if err != nil {
+		return imageChoice{}, fmt.Errorf("validate: inspect %s: %w", ref, err)
+	}
+	goV := imageGoVersion(im)
+	if goV == "" {
+		return imageChoice{}, fmt.Errorf("%w: cannot tell the Go release in %s: no %s label, no GOLANG_VERSION", ErrNoImage, ref, image.LabelGoVersion)
+	}
+	c, err := (&imagetable.Table{}).SelectFor(req.Directive, req.Toolchain, []imagetable.Local{{ID: im.ID, Go: goV}})
+	if err != nil {
+		return imageChoice{}, err
+	}
+	ic.img = report.Image{Ref: ref, ID: im.ID, GoVersion: "go" + c.Go, Minor: c.Minor, Local: im.Config.Labels[image.LabelGoVersion] != "", StandIn: c.StoodIn}
+	if c.StoodIn {
+		ic.notes = append(ic.notes, standInNote(c))
+	}
+	ic.note = strings.Join(ic.notes, "; ")
+	return ic, nil
+}
+
+// imageGoVersion returns the Go release an image holds, such as "1.24.3",
+// from Stockade's label or the golang images' GOLANG_VERSION; "" when
+// neither says.
+func imageGoVersion(im dockerapi.Image) string {
+	if v := im.Config.Labels[image.LabelGoVersion]; v != "" {
+		return strings.TrimPrefix(v, "go")
+	}
+	for _, e := range im.Config.Env {
+		if v, ok := strings.CutPrefix(e, "GOLANG_VERSION="); ok {
+			return strings.TrimPrefix(v, "go")
+		}
+	}
+	return ""
 }
 
 func firstTag(tags []string, id string) string {
@@ -108,31 +238,6 @@ func firstTag(tags []string, id string) string {
 		return tags[0]
 	}
 	return id
-}
-
-// presentTable returns the entries of table whose pinned image the engine
-// has, as a table. With none, it is the zero Table, which selects among
-// local images only.
-func presentTable(ctx context.Context, eng ImageEngine, table *imagetable.Table) (*imagetable.Table, error) {
-	var present []imagetable.Entry
-	for _, e := range table.Entries() {
-		_, err := eng.ImageInspect(ctx, e.Ref())
-		switch {
-		case err == nil:
-			present = append(present, e)
-		case errors.Is(err, dockerapi.ErrNotFound):
-		default:
-			return nil, fmt.Errorf("validate: inspect %s: %w", e.Ref(), err)
-		}
-	}
-	if len(present) == 0 {
-		return &imagetable.Table{}, nil
-	}
-	b, err := json.Marshal(map[string]any{"images": present})
-	if err != nil {
-		return nil, err
-	}
-	return imagetable.Parse(b)
 }
 
 // ToolchainCache returns the directory where Go releases fetched through

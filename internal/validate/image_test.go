@@ -2,14 +2,19 @@ package validate
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -23,7 +28,9 @@ type fakeImages struct {
 
 func (f *fakeImages) ImageInspect(_ context.Context, ref string) (dockerapi.Image, error) {
 	if id, ok := f.have[ref]; ok {
-		return dockerapi.Image{ID: id}, nil
+		im := dockerapi.Image{ID: id}
+		im.Config.Env = []string{"PATH=/usr/local/go/bin", "GOLANG_VERSION=1.24.13"}
+		return im, nil
 	}
 	return dockerapi.Image{}, &dockerapi.Error{StatusCode: 404, Message: "no such image"}
 }
@@ -46,59 +53,164 @@ func (f *fakeImages) ImagePull(_ context.Context, ref string) error {
 	return nil
 }
 
-func localImage(goVersion string) dockerapi.ImageSummary {
+func localImage(goVersion string, hex byte) dockerapi.ImageSummary {
 	return dockerapi.ImageSummary{
-		ID:       "sha256:" + strings.Repeat("a", 64),
+		ID:       "sha256:" + strings.Repeat(string(hex), 64),
 		RepoTags: []string{"stockade/go:" + strings.TrimPrefix(goVersion, "go") + "-local"},
 		Labels:   map[string]string{label.Managed: label.ManagedValue, label.Kind: label.KindImage, image.LabelGoVersion: goVersion},
 	}
 }
 
-func TestSelectImage(t *testing.T) {
-	table := imagetable.Default()
-	pinned124 := ""
-	for _, e := range table.Entries() {
-		if e.Minor == "1.24" {
-			pinned124 = e.Ref()
-		}
-	}
+func TestPickImage(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
+	const ref = "golang:1.24-bookworm@sha256:0ae225dec8ae7e6d97a664c8a6b641e82202e0dcb8b06da3ef604d817d2616b1"
+	id := func(hex byte) string { return "sha256:" + strings.Repeat(string(hex), 64) }
+	present := []dockerapi.ImageSummary{localImage("go1.26.8", 'a'), localImage("go1.27.3", 'c')}
 
-	t.Run("local stands in when no pinned image is present", func(t *testing.T) {
-		eng := &fakeImages{have: map[string]string{}, locals: []dockerapi.ImageSummary{localImage("go1.26.8")}}
-		c, err := selectImage(ctx, eng, table, "1.24", false, log)
+	t.Run("present image of the directive's minor", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{}, locals: present}
+		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.27"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !c.img.Local || !c.img.StandIn || c.img.Minor != "1.26" || c.img.Ref != "stockade/go:1.26.8-local" || c.note != "" {
-			t.Errorf("selectImage = %+v; want the local 1.26 image standing in, nothing built", c)
-		}
-		if len(eng.pulled) != 0 {
-			t.Errorf("pulled %v without -pull", eng.pulled)
+		if c.img.ID != id('c') || c.img.GoVersion != "go1.27.3" || c.img.StandIn || c.img.Built || c.img.Ref != "stockade/go:1.27.3-local" || c.note != "" {
+			t.Errorf("pickImage(go 1.27) = %+v; want the present go1.27.3 image as it is", c)
 		}
 	})
-	t.Run("present pinned image of the minor wins", func(t *testing.T) {
-		eng := &fakeImages{have: map[string]string{pinned124: "sha256:" + strings.Repeat("c", 64)}, locals: []dockerapi.ImageSummary{localImage("go1.26.8")}}
-		c, err := selectImage(ctx, eng, table, "1.24", false, log)
+	t.Run("an older minor does not use the newer image", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{}, locals: present}
+		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.26"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.img.Local || c.img.StandIn || c.img.Ref != pinned124 || c.img.ID != "sha256:"+strings.Repeat("c", 64) {
-			t.Errorf("selectImage = %+v; want the pinned 1.24 image", c)
+		if c.img.ID != id('a') || c.img.StandIn {
+			t.Errorf("pickImage(go 1.26) = %+v; want the go1.26.8 image", c)
 		}
 	})
-	t.Run("pull fetches the pinned image once", func(t *testing.T) {
+	t.Run("toolchain line is honoured", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{}, locals: present}
+		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.26", Toolchain: "go1.27.1"}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.img.ID != id('c') {
+			t.Errorf("pickImage(go 1.26, toolchain go1.27.1) = %+v; want the go1.27.3 image", c)
+		}
+	})
+	t.Run("stand-in says so", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{}, locals: present}
+		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.16"}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.img.ID != id('a') || !c.img.StandIn || !strings.Contains(c.note, "go1.26.8 stood in") {
+			t.Errorf("pickImage(go 1.16) = %+v; want go1.26.8 standing in, noted", c)
+		}
+	})
+	t.Run("newer than every release names the build command", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{}, locals: present}
+		_, err := pickImage(ctx, eng, imageRequest{Directive: "1.99"}, log)
+		var tn *imagetable.TooNewError
+		if !errors.As(err, &tn) || !strings.Contains(err.Error(), "stockade image build -go 1.99.0") {
+			t.Errorf("pickImage(go 1.99) = %v; want a *TooNewError naming 'stockade image build -go 1.99.0'", err)
+		}
+	})
+	t.Run("explicit pinned image present", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{ref: id('d')}, locals: present}
+		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: ref}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.img.Ref != ref || c.img.ID != id('d') || c.img.Local || c.img.GoVersion != "go1.24.13" || len(eng.pulled) != 0 {
+			t.Errorf("pickImage(-image) = %+v, pulls %v; want %s as it is", c, eng.pulled, ref)
+		}
+	})
+	t.Run("explicit image pulled only with pull", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}}
-		c, err := selectImage(ctx, eng, table, "1.24", true, log)
+		if _, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: ref}, log); !errors.Is(err, ErrNoImage) || len(eng.pulled) != 0 {
+			t.Errorf("pickImage(-image, absent) = %v after pulls %v; want ErrNoImage, no pull", err, eng.pulled)
+		}
+		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: ref, Pull: true}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(eng.pulled) != 1 || eng.pulled[0] != pinned124 || c.img.Ref != pinned124 || c.img.Local {
-			t.Errorf("selectImage = %+v after pulls %v; want one pull of %s", c, eng.pulled, pinned124)
-		}
-		if !strings.Contains(c.note, "pulled") {
-			t.Errorf("note %q does not say the image was pulled", c.note)
+		if len(eng.pulled) != 1 || eng.pulled[0] != ref || !strings.Contains(c.note, "pulled "+ref) {
+			t.Errorf("pickImage(-image -pull) = %+v after pulls %v; want one pull of %s, noted", c, eng.pulled, ref)
 		}
 	})
+	t.Run("explicit image too old", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{ref: id('d')}}
+		if _, err := pickImage(ctx, eng, imageRequest{Directive: "1.26", Image: ref}, log); !errors.Is(err, imagetable.ErrTooNew) {
+			t.Errorf("pickImage(go 1.26, -image go1.24.13) = %v; want ErrTooNew", err)
+		}
+	})
+	t.Run("explicit image not pinned", func(t *testing.T) {
+		eng := &fakeImages{have: map[string]string{}}
+		for _, bad := range []string{"golang:1.24-bookworm", "golang@sha256:abc", "sha256:abc"} {
+			if _, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: bad}, log); !errors.Is(err, ErrBadImageRef) {
+				t.Errorf("pickImage(-image %s) = %v; want ErrBadImageRef", bad, err)
+			}
+		}
+	})
+}
+
+// proxyRelease is the release the module proxy serves on our machines
+// besides the host's Go.
+const proxyRelease = "1.27.3"
+
+// proxyImage builds the image of proxyRelease, fetched into a toolchain
+// cache the engine tests share across runs (internal/image's tests use the
+// same one), so the download happens once per machine.
+func proxyImage(t *testing.T, eng image.Engine) image.Result {
+	t.Helper()
+	base, err := os.UserCacheDir()
+	if err != nil {
+		t.Skipf("no cache directory: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := image.Build(ctx, eng, image.Options{GoVersion: proxyRelease, CacheDir: filepath.Join(base, "stockade-test", "toolchains")})
+	if err != nil {
+		t.Fatalf("building the go%s image: %v", proxyRelease, err)
+	}
+	t.Logf("go%s image %s in %v (loaded %v)", proxyRelease, res.ID, time.Since(start), res.Loaded)
+	return res
+}
+
+// TestInspect_DirectiveMinor validates a go 1.27 module in the go1.27.3
+// image the test builds, and a go 1.26 module in the host's go1.26 image
+// although the go1.27.3 one is present: each test fails unless it ran on
+// its own minor.
+func TestInspect_DirectiveMinor(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	img127 := proxyImage(t, eng)
+	for _, tc := range []struct{ repo, goVersion string }{
+		{"go127", "go" + proxyRelease},
+		{"go126", ""}, // the host's go1.26
+	} {
+		t.Run(tc.repo, func(t *testing.T) {
+			dir, err := filepath.Abs(filepath.Join(repos, tc.repo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Inspect(context.Background(), eng, InspectOptions{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: DefaultLockTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != report.Clean || rep.Image == nil {
+				t.Fatalf("verdict %s, image %+v, refusal %+v, checks %+v; want clean", rep.Verdict, rep.Image, rep.Refusal, rep.Checks)
+			}
+			if rep.Image.StandIn {
+				t.Errorf("image %+v stands in; want the directive's own minor", rep.Image)
+			}
+			if tc.goVersion != "" && (rep.Image.ID != img127.ID || rep.Image.GoVersion != tc.goVersion) {
+				t.Errorf("image %+v; want %s (%s)", rep.Image, img127.ID, tc.goVersion)
+			}
+			if tc.goVersion == "" && (rep.Image.ID == img127.ID || !strings.HasPrefix(rep.Image.GoVersion, "go1.26.")) {
+				t.Errorf("image %+v; want a go1.26 image, not %s", rep.Image, img127.ID)
+			}
+		})
+	}
 }

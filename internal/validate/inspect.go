@@ -115,7 +115,11 @@ type InspectOptions struct {
 	// LockTimeout is how long to wait for another run on DataDir; zero
 	// refuses at once.
 	LockTimeout time.Duration
-	// Pull pulls the pinned image when the engine does not have it.
+	// Image, when set, is the toolchain image to use instead of choosing
+	// one: an image ID, or a registry reference pinned by digest
+	// (name@sha256:...). Its Go must still satisfy the module.
+	Image string
+	// Pull pulls Image when the engine does not have it.
 	Pull bool
 	// Owner labels the run's containers; empty means toolchain's default.
 	Owner string
@@ -155,7 +159,7 @@ func Refuse(ctx context.Context, dir string, worktree bool) (*report.Report, boo
 // after. It also says which tree that is.
 func checkTree(ctx context.Context, dir string, worktree bool) (*gomod.Module, *report.Source, error) {
 	if !toolchain.IsGitCheckout(ctx, dir) {
-		m, _, err := gomod.Check(dir, imagetable.Default(), nil)
+		m, _, err := gomod.Check(dir, Releases(ctx, ""), nil)
 		return m, &report.Source{Kind: "directory"}, err
 	}
 	tmp, err := os.MkdirTemp("", "stockade-check-")
@@ -170,7 +174,7 @@ func checkTree(ctx context.Context, dir string, worktree bool) (*gomod.Module, *
 	if err != nil {
 		return nil, nil, err
 	}
-	m, _, err := gomod.Check(snap.Dir, imagetable.Default(), nil)
+	m, _, err := gomod.Check(snap.Dir, Releases(ctx, ""), nil)
 	return m, sourceOf(snap), err
 }
 
@@ -182,7 +186,10 @@ func refusal(rep *report.Report, m *gomod.Module, err error) bool {
 	}
 	var ue *gomod.UnsupportedError
 	var me *gomod.MalformedError
+	var tn *imagetable.TooNewError
 	switch {
+	case errors.As(err, &tn):
+		rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain", Reason: tn.Error()}
 	case errors.As(err, &ue):
 		rep.Refusal = &report.Refusal{Kind: string(ue.Reason), Reason: refusalText(ue)}
 	case errors.As(err, &me):
@@ -300,10 +307,13 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
-	ic, err := selectImage(pctx, eng, imagetable.Default(), m.Go, o.Pull, log)
+	ic, err := pickImage(pctx, eng, imageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir}, log)
 	cancel()
 	if cut(pctx, err) {
 		return timedOut()
+	}
+	if refusal(rep, m, err) {
+		return finish()
 	}
 	if err != nil {
 		return nil, err

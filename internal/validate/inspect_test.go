@@ -189,7 +189,7 @@ func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
 		{"local-replace", "local_replace"},
 		{"submodule", "submodule"},
 		{"symlink-escape", "symlink_escape"},
-		{"newer-go", "go_version"},
+		{"newer-go", "requires_newer_toolchain"},
 	} {
 		t.Run(tc.repo, func(t *testing.T) {
 			dir, err := filepath.Abs(filepath.Join(repos, tc.repo))

@@ -1,0 +1,333 @@
+package image
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ctoolchainList is the C toolchain layer's package set, one
+// "name=version" a line; see the file's comment.
+//
+//go:embed ctoolchain.txt
+var ctoolchainList string
+
+// Budgets of the C toolchain's preparation.
+const (
+	// aptTimeout bounds apt-cache show and apt-get download of the whole
+	// set: about 56 MB from a Debian mirror.
+	aptTimeout = 10 * time.Minute
+	// extractTimeout bounds unpacking every package with dpkg-deb.
+	extractTimeout = 5 * time.Minute
+	// maxAptOutput caps what apt-cache show prints, in bytes.
+	maxAptOutput = 16 << 20
+)
+
+// Caps on the C toolchain layer: the bookworm set unpacks to about 200 MB
+// in 6,000 files before the documentation is left out.
+const (
+	maxCBytes   = 1 << 30
+	maxCEntries = 50_000
+)
+
+// skipC are the unpacked packages' directories the image leaves out:
+// documentation, manuals, translations and Debian's own metadata, which no
+// build reads.
+var skipC = []string{
+	"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/locale",
+	"usr/share/lintian", "usr/share/bug", "usr/share/gdb",
+}
+
+// ErrDebChecksum reports a downloaded package whose SHA256 differs from
+// the one apt's verified metadata gives.
+var ErrDebChecksum = errors.New("image: Debian package checksum mismatch")
+
+// ErrNoDebian reports a host without apt-get, apt-cache or dpkg-deb, or
+// whose apt metadata lacks a package version of the set.
+var ErrNoDebian = errors.New("image: cannot fetch the C toolchain's Debian packages")
+
+// DebPackage is one Debian package at an exact version.
+type DebPackage struct {
+	Name    string // "gcc-12"
+	Version string // "12.2.0-14+deb12u1"; may carry an epoch ("1:4.4.33-2")
+}
+
+func (p DebPackage) String() string { return p.Name + "=" + p.Version }
+
+// debNameRE and debVersionRE are Debian's package name and version syntax.
+var (
+	debNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	debVersionRE = regexp.MustCompile(`^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$`)
+)
+
+// CToolchainPackages returns the C toolchain layer's packages, sorted by
+// name.
+func CToolchainPackages() []DebPackage {
+	pkgs, err := parsePackages(ctoolchainList)
+	if err != nil {
+		panic(err) // the embedded list is checked by the package's tests
+	}
+	return pkgs
+}
+
+// parsePackages reads "name=version" lines; # starts a comment.
+func parsePackages(s string) ([]DebPackage, error) {
+	var out []DebPackage
+	seen := map[string]bool{}
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, version, ok := strings.Cut(line, "=")
+		if !ok || !debNameRE.MatchString(name) || !debVersionRE.MatchString(version) {
+			return nil, fmt.Errorf("image: package %q: want name=version", line)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("image: package %s twice", name)
+		}
+		seen[name] = true
+		out = append(out, DebPackage{Name: name, Version: version})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("image: no packages")
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// debArch maps GOARCH to Debian's architecture names.
+var debArch = map[string]string{
+	"amd64": "amd64", "arm64": "arm64", "386": "i386", "arm": "armhf",
+	"ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64",
+}
+
+// deb is a fetched, verified package file.
+type deb struct {
+	pkg    DebPackage
+	path   string
+	sha256 string // hex
+}
+
+// cToolchain is the unpacked C toolchain, ready to be copied.
+type cToolchain struct {
+	dir    string // the unpacked tree
+	digest string // "sha256:" of the package set and the packages' SHA256
+	pkgs   []DebPackage
+}
+
+// prepareC fetches pkgs for goarch into cacheDir (debs/, one file per
+// package version, kept across builds), checks each against the SHA256
+// apt's metadata gives, and unpacks them all into one tree (c-<digest>/),
+// reused while the set is the same.
+func prepareC(ctx context.Context, pkgs []DebPackage, goarch, cacheDir string) (*cToolchain, error) {
+	arch, ok := debArch[goarch]
+	if !ok {
+		return nil, fmt.Errorf("%w: no Debian architecture for %s", ErrNoDebian, goarch)
+	}
+	if cacheDir == "" {
+		return nil, errors.New("image: the C toolchain needs a cache directory")
+	}
+	debDir := filepath.Join(cacheDir, "debs")
+	if err := os.MkdirAll(debDir, 0o700); err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	actx, cancel := context.WithTimeout(ctx, aptTimeout)
+	defer cancel()
+	sums, err := aptSHA256(actx, pkgs, arch)
+	if err != nil {
+		return nil, err
+	}
+	debs, err := fetchDebs(actx, debDir, pkgs, arch, sums)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	for _, d := range debs {
+		fmt.Fprintf(h, "%s %s %s\n", d.pkg.Name, d.pkg.Version, d.sha256)
+	}
+	c := &cToolchain{digest: digest(h), pkgs: pkgs}
+	c.dir = filepath.Join(cacheDir, "c-"+strings.TrimPrefix(c.digest, "sha256:")[:16])
+	if _, err := os.Stat(c.dir); err == nil {
+		return c, nil
+	}
+	xctx, cancel := context.WithTimeout(ctx, extractTimeout)
+	defer cancel()
+	tmp, err := os.MkdirTemp(cacheDir, "c-unpacking-")
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, d := range debs {
+		if err := run(xctx, "", "dpkg-deb", "-x", d.path, tmp); err != nil {
+			return nil, fmt.Errorf("%w: unpack %s: %v", ErrNoDebian, d.pkg, err)
+		}
+	}
+	// Renamed whole: a tree that exists is complete.
+	if err := os.Rename(tmp, c.dir); err != nil && !errors.Is(err, os.ErrExist) {
+		if _, serr := os.Stat(c.dir); serr != nil {
+			return nil, fmt.Errorf("image: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// aptSHA256 returns the SHA256 (hex) apt's metadata gives each package of
+// pkgs for arch (or "all"), from one apt-cache show. apt verified that
+// metadata against the archive's signed Release file.
+func aptSHA256(ctx context.Context, pkgs []DebPackage, arch string) (map[DebPackage]string, error) {
+	args := []string{"show"}
+	for _, p := range pkgs {
+		args = append(args, p.String())
+	}
+	cmd := exec.CommandContext(ctx, "apt-cache", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w: apt-cache: %v", ErrNoDebian, err)
+	}
+	sums := map[DebPackage]string{}
+	var cur DebPackage
+	var curArch, curSum string
+	flush := func() {
+		if cur.Name != "" && curSum != "" && (curArch == arch || curArch == "all") {
+			if _, ok := sums[cur]; !ok {
+				sums[cur] = curSum
+			}
+		}
+		cur, curArch, curSum = DebPackage{}, "", ""
+	}
+	sc := bufio.NewScanner(io.LimitReader(out, maxAptOutput))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			flush()
+			continue
+		}
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "Package":
+			cur.Name = v
+		case "Version":
+			cur.Version = v
+		case "Architecture":
+			curArch = v
+		case "SHA256":
+			curSum = v
+		}
+	}
+	flush()
+	io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("%w: apt-cache show: %v: %s", ErrNoDebian, err, strings.TrimSpace(stderr.String()))
+	}
+	for _, p := range pkgs {
+		if len(sums[p]) != 64 {
+			return nil, fmt.Errorf("%w: apt has no %s for %s (apt-get update, or the mirror dropped that version)", ErrNoDebian, p, arch)
+		}
+	}
+	return sums, nil
+}
+
+// debFile is the name apt-get download gives a package's file.
+func debFile(p DebPackage, arch string) string {
+	return p.Name + "_" + strings.ReplaceAll(p.Version, ":", "%3a") + "_" + arch + ".deb"
+}
+
+// fetchDebs returns pkgs' files in debDir, downloading with one apt-get
+// download those missing or not matching sums; every file is checked.
+func fetchDebs(ctx context.Context, debDir string, pkgs []DebPackage, arch string, sums map[DebPackage]string) ([]deb, error) {
+	var missing []string
+	for _, p := range pkgs {
+		if sha, err := fileSHA256(filepath.Join(debDir, debFile(p, arch))); err != nil || sha != sums[p] {
+			os.Remove(filepath.Join(debDir, debFile(p, arch)))
+			missing = append(missing, p.String())
+		}
+	}
+	if len(missing) > 0 {
+		args := append([]string{"download", "-q"}, missing...)
+		if err := run(ctx, debDir, "apt-get", args...); err != nil {
+			return nil, fmt.Errorf("%w: apt-get download: %v", ErrNoDebian, err)
+		}
+	}
+	out := make([]deb, 0, len(pkgs))
+	for _, p := range pkgs {
+		name := filepath.Join(debDir, debFile(p, arch))
+		sha, err := fileSHA256(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrNoDebian, p, err)
+		}
+		if sha != sums[p] {
+			os.Remove(name)
+			return nil, fmt.Errorf("%w: %s: %s, apt says %s", ErrDebChecksum, p, sha, sums[p])
+		}
+		out = append(out, deb{pkg: p, path: name, sha256: sha})
+	}
+	return out, nil
+}
+
+func fileSHA256(name string) (string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// run runs a host command in dir with the environment of this process and
+// a C locale, returning its stderr in the error.
+func run(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v: %s", err, capString(strings.TrimSpace(stderr.String()), maxFetchStderr))
+	}
+	return nil
+}
+
+// cLayer plans the layer holding the unpacked C toolchain at the image's
+// root, less skipC.
+func cLayer(ctx context.Context, c *cToolchain) (*layer, error) {
+	l := &layer{what: "c"}
+	skip := func(rel string) bool {
+		for _, s := range skipC {
+			if rel == s || strings.HasPrefix(rel, s+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	if err := addTree(ctx, l, c.dir, "", skip, maxCBytes, maxCEntries); err != nil {
+		return nil, fmt.Errorf("image: C toolchain: %w", err)
+	}
+	return l, nil
+}

@@ -1,0 +1,3 @@
+module stockade.test/repo/go126
+
+go 1.26

@@ -1,0 +1,3 @@
+module stockade.test/repo/go127
+
+go 1.27
