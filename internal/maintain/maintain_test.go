@@ -20,6 +20,60 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("attempt %+v; want a proposal of greet v1.0.1", a)
 			}
 		}},
+		{"maintain-build-break", Options{}, Regressed, func(t *testing.T, r *Report) {
+			a := r.Attempts[0]
+			if a.To != "v1.1.0" || len(a.Introduced) == 0 || a.Introduced[0].Kind != "build" || a.Proposal != nil {
+				t.Errorf("attempt %+v; want brk v1.1.0 regressed with a build finding and no proposal", a)
+			}
+		}},
+		{"maintain-test-break", Options{}, Regressed, func(t *testing.T, r *Report) {
+			a := r.Attempts[0]
+			if len(a.Introduced) != 1 || a.Introduced[0].Test != "TestPerimeter" {
+				t.Fatalf("introduced %+v; want TestPerimeter", a.Introduced)
+			}
+			if fl := a.Post.Flaky; len(fl) != 1 || !fl[0].Regression || strings.Join(fl[0].After, " ") != "fail fail fail fail" || strings.Join(fl[0].Before, " ") != "pass pass pass pass" {
+				t.Errorf("reruns %+v; want fail x4 after, pass x4 before", fl)
+			}
+		}},
+		{"maintain-flaky", Options{}, ProposalPrepared, func(t *testing.T, r *Report) {
+			a := r.Attempts[0]
+			if fl := a.Post.Flaky; len(fl) != 1 || fl[0].Test != "TestFlaky" || fl[0].Regression {
+				t.Fatalf("flaky %+v; want TestFlaky, not a regression", fl)
+			}
+			if !strings.Contains(a.Proposal.Message, "TestFlaky") {
+				t.Errorf("the message does not name the flaky test:\n%s", a.Proposal.Message)
+			}
+		}},
+		{"maintain-newlang", Options{}, AdmissionRefused, func(t *testing.T, r *Report) {
+			if a := r.Attempts[0]; a.Rule != RuleGo || a.Module != "stockade.test/newlang" {
+				t.Errorf("attempt refused by %q for %q; want %q for newlang", a.Rule, a.Module, RuleGo)
+			}
+		}},
+		{"maintain-newer-go", Options{}, RequiresNewerToolchain, nil},
+		{"failing-test", Options{}, BaselineFailing, func(t *testing.T, r *Report) {
+			if len(r.Attempts) != 0 {
+				t.Errorf("attempts %+v; want none", r.Attempts)
+			}
+		}},
+		{"maintain-current", Options{}, NoCandidate, func(t *testing.T, r *Report) {
+			if len(r.Candidates) != 1 || r.Candidates[0].Eligible {
+				t.Errorf("candidates %+v; want greet/v2, not eligible", r.Candidates)
+			}
+		}},
+		{"maintain-each", Options{Each: true}, ProposalPrepared, func(t *testing.T, r *Report) {
+			var got []string
+			for _, a := range r.Attempts {
+				got = append(got, a.Path+"@"+a.To+" "+string(a.Outcome))
+			}
+			want := []string{
+				"stockade.test/brk@v1.1.0 regressed",
+				"stockade.test/greet@v1.1.0 proposal_prepared",
+				"stockade.test/nextgo@v0.2.0 requires_newer_toolchain",
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("attempts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}},
 	} {
 		t.Run(tc.repo, func(t *testing.T) {
 			r, _ := maintainFixture(t, tc.repo, tc.o)

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stockade/stockade/internal/maintain"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+func init() {
+	register(&command{
+		name:    "maintain",
+		summary: "propose one dependency upgrade, proven against the baseline",
+		usage: `usage: stockade maintain [flags] DIR
+
+Maintain proposes one upgrade of a direct dependency of the Go module in
+DIR, the top of a git checkout, as a commit, after proving it without
+trusting the repository. It refuses a checkout whose tracked files have
+uncommitted changes (naming them), validates the committed tree as
+'stockade inspect' does (the baseline), and picks the first eligible
+candidate: patch before minor, the highest version, then module path.
+Pre-releases, pseudo-versions and retracted versions are never eligible.
+
+It stages the upgrade with go get and go mod tidy in the mutate profile
+(module commands only, on a copy of go.mod and go.sum, never the
+snapshot). The admission gate refuses the upgrade unless the target moved
+to exactly that version, nothing moved down, every other requirement that
+moved up is explained by the target's own requirements, no direct
+dependency was added or removed, and replace, exclude, retract, go,
+toolchain and the module path are unchanged. A second go mod tidy must
+change nothing. The upgraded tree is then validated with a fresh build
+cache; its findings are compared by key with the baseline's. Every test
+that fails after the upgrade is run again alone three times in a fresh
+container, and so is the same test on the baseline: it is a regression
+only when it fails every time after and passes every time before, flaky
+(reported, not blocking) otherwise.
+
+A clean result is a commit of the two manifests on top of the validated
+commit, made with git plumbing from fixed inputs (author, committer and
+date from -author and -date; by default Stockade and the validated
+commit's date), so the same inputs give the same commit ID whatever the
+user's git identity, configuration, hooks or time zone. It is stored under
+refs/stockade/proposals/<id> in DIR; HEAD, the index, the working tree and
+the branches never move. -branch also points a new branch at it. The
+report gives the commit, the git commands to look at and apply it, and the
+commit message, ready for a pull request.
+
+-each tries every eligible candidate independently against the one
+baseline and prepares one proposal per candidate that passes.
+
+Exit codes:
+	0  proposal prepared (with -each: at least one, none inconclusive)
+	1  Stockade itself failed (engine, filesystem, lock timeout)
+	2  usage error, a policy that cannot be applied (-allow major, a
+	   -module that is not a direct requirement, an existing -branch),
+	   DIR is not the top of a git checkout, tracked files have
+	   uncommitted changes, or a layout inspect refuses
+	3  the baseline fails or is inconclusive, or the upgraded tree's
+	   validation is inconclusive (timeout, truncated output, the
+	   -deadline ran out): nothing is claimed
+	4  an explained non-result: no candidate, admission or normalization
+	   refused, regressed, requires a newer toolchain, acquisition failed
+
+Examples:
+
+	stockade maintain .
+	stockade maintain -fixture-proxy testdata/modules testdata/repos/maintain-patch
+	stockade maintain -module golang.org/x/text@v0.21.0 -branch deps/x-text .
+	stockade maintain -each -json ~/src/example.com/app`,
+		flags: maintainFlags,
+	})
+}
+
+func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
+	var (
+		asJSON       = fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report")
+		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy")
+		proxy        = fs.String("proxy", "", "GOPROXY `URL` (no direct fallback); default "+validate.DefaultProxy)
+		allow        = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
+		modFlag      = fs.String("module", "", "try only this direct dependency: `path[@version]`")
+		each         = fs.Bool("each", false, "try every eligible candidate against the one baseline, one proposal per candidate that passes")
+		branch       = fs.String("branch", "", "also point a new branch `NAME` at the proposal (refused if it exists)")
+		author       = fs.String("author", "", "author and committer of the proposal, `\"Name <email>\"`; default \"Stockade <stockade@localhost>\"")
+		date         = fs.String("date", "", "author and committer date of the proposal, RFC 3339; default the validated commit's")
+		timeout      = fs.Duration("timeout", maintain.DefaultTimeout, "bound on each validation (and each arm of reruns), within -deadline")
+		deadline     = fs.Duration("deadline", maintain.DefaultDeadline, "bound on the whole command")
+		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
+		lockTimeout  = fs.Duration("lock-timeout", maintain.DefaultLockTimeout, "how long to wait for another run holding the data directory")
+		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
+		verbose      = fs.Bool("v", false, "log debug detail to stderr")
+	)
+	return func(ctx context.Context, env *cmdEnv, args []string) error {
+		if len(args) != 1 {
+			return usagef("maintain", "usage: stockade maintain [flags] DIR")
+		}
+		if *fixtureProxy != "" && *proxy != "" {
+			return usagef("maintain", "stockade maintain: -fixture-proxy and -proxy cannot be used together")
+		}
+		if *timeout <= 0 || *deadline <= 0 || *lockTimeout < 0 {
+			return usagef("maintain", "stockade maintain: -timeout and -deadline must be positive and -lock-timeout not negative")
+		}
+		var policy maintain.Policy
+		var err error
+		if policy.Allow, err = maintain.ParseAllow(*allow); err != nil {
+			return usagef("maintain", "stockade maintain: %v", err)
+		}
+		if *modFlag != "" {
+			if policy.Module, policy.Version, err = maintain.ParseModule(*modFlag); err != nil {
+				return usagef("maintain", "stockade maintain: %v", err)
+			}
+		}
+		who := maintain.Identity{}
+		if *author != "" {
+			a, err := mail.ParseAddress(*author)
+			if err != nil || a.Name == "" {
+				return usagef("maintain", "stockade maintain: -author %q is not \"Name <email>\"", *author)
+			}
+			who.Name, who.Email = a.Name, a.Address
+		}
+		if *date != "" {
+			if who.Date, err = time.Parse(time.RFC3339, *date); err != nil {
+				return usagef("maintain", "stockade maintain: -date: %v", err)
+			}
+		}
+		dir, err := filepath.Abs(args[0])
+		if err != nil {
+			return usagef("maintain", "stockade maintain: %v", err)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return usagef("maintain", "stockade maintain: %s is not a directory", args[0])
+		}
+		fp := *fixtureProxy
+		if fp != "" {
+			var cleanup func()
+			if fp, cleanup, err = fixtureProxyDir(fp); err != nil {
+				return err
+			}
+			defer cleanup()
+		}
+		log := slog.New(slog.DiscardHandler)
+		if *verbose {
+			log = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		eng, err := dockerapi.New("")
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
+			Dir: dir, FixtureProxy: fp, Proxy: *proxy, Timeout: *timeout, Deadline: *deadline,
+			DataDir: *dataDir, LockTimeout: *lockTimeout, Pull: *pull, Policy: policy,
+			Each: *each, Branch: *branch, Identity: who, Logger: log,
+			OnLockWait: func(holder string) {
+				fmt.Fprintf(env.stderr, "stockade maintain: another run holds the data directory (%s); waiting up to %v\n", holder, *lockTimeout)
+			},
+		})
+		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) {
+			return usagef("maintain", "stockade maintain: %v", err)
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			err = maintain.WriteJSON(env.stdout, rep)
+		} else {
+			err = maintain.WriteText(env.stdout, rep)
+		}
+		if err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
+		if rep.ExitCode != exitOK {
+			return &exitError{code: rep.ExitCode}
+		}
+		return nil
+	}
+}
