@@ -41,6 +41,16 @@ const (
 	// ToolchainTmpBytes is the size of a toolchain container's /tmp.
 	ToolchainTmpBytes = 1 << 30
 
+	// Processes is every container's RLIMIT_NPROC (soft and hard), set
+	// explicitly so no engine's default decides it (Podman's is above what
+	// a process on machines of this kind may raise it to, and the container
+	// then fails to start). The kernel counts it per uid across the host,
+	// and every container runs as uid 65534, so it is a host-wide ceiling
+	// for Stockade's processes, far above what the pids cgroups
+	// (Limits.PidsLimit) let the containers run together; those are the
+	// per-container bound. Below the hard limit a Podman service runs with
+	// on machines of this kind (32768).
+	Processes = 16384
 	// OpenFiles is every container's open-files limit (RLIMIT_NOFILE, soft
 	// and hard), set explicitly so no engine's default decides it; below
 	// the hard limit engines on machines of this kind run with (20000).
@@ -121,11 +131,9 @@ func (c *CPUs) Clamp(ctx context.Context, eng Infoer, l Limits) (Limits, error) 
 	return l.Clamp(n), nil
 }
 
-// ulimits are the explicit rlimits of every container. RLIMIT_NPROC is not
-// set: it counts every process of the uid on the host, and all containers
-// share uid 65534; the pids cgroup (Limits.PidsLimit) bounds processes.
+// ulimits are the explicit rlimits of every container.
 func ulimits() []dockerapi.Ulimit {
-	return []dockerapi.Ulimit{{Name: "nofile", Soft: OpenFiles, Hard: OpenFiles}}
+	return []dockerapi.Ulimit{{Name: "nofile", Soft: OpenFiles, Hard: OpenFiles}, {Name: "nproc", Soft: Processes, Hard: Processes}}
 }
 
 // userString renders a uid as "uid:gid" with gid equal to uid.

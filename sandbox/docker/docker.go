@@ -304,8 +304,18 @@ func volumeOptions(root string, size int64) map[string]string {
 	if root == "/tmp" {
 		mode = "1777"
 	}
-	return map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("size=%d,mode=%s,nosuid,nodev", size, mode)}
+	// The bound is given in pages (nr_blocks), not as size=: Podman's local
+	// driver takes a size= option for a disk quota and refuses it on
+	// filesystems without project quotas, while both engines hand
+	// nr_blocks to the kernel's tmpfs unchanged.
+	blocks := (size + tmpfsPageBytes - 1) / tmpfsPageBytes
+	return map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("nr_blocks=%d,mode=%s,nosuid,nodev", blocks, mode)}
 }
+
+// tmpfsPageBytes is the kernel page size tmpfs counts nr_blocks in: 4 KiB
+// on amd64 and on the usual arm64 kernels. On a 64 KiB-page kernel the
+// bound would be 16 times larger; TestStorageBound would say so.
+const tmpfsPageBytes = 4096
 
 // dockerDefaultCaps is the engine's default capability set: what a CapDrop
 // without ALL keeps, minus what it names.
@@ -874,6 +884,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	if err != nil {
 		return fmt.Errorf("docker: list volumes of %s: %w", id, err)
 	}
+	late := false
 	for _, v := range vols {
 		for {
 			err := p.eng.VolumeRemove(rctx, v.Name, true)
@@ -883,17 +894,46 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 			if !errors.Is(err, dockerapi.ErrConflict) {
 				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
 			}
-			// Still in use: a concurrent Provision is creating the
-			// container again, or the engine is releasing it.
+			// Still in use: the engine is releasing it, or a container
+			// holds it that the removal above did not find: a create a
+			// crashed process had in flight, which the engine lists
+			// before it can remove it, or a concurrent Provision's.
+			late = true
+			if err := p.removeListed(rctx, id); err != nil {
+				return err
+			}
 			if err := sleep(rctx, 100*time.Millisecond, false); err != nil {
 				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
 			}
+		}
+	}
+	if late {
+		if err := p.removeNetworkIfUnused(rctx); err != nil {
+			return err
 		}
 	}
 	p.mu.Lock()
 	delete(p.revokers, id)
 	p.mu.Unlock()
 	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
+	return nil
+}
+
+// removeListed removes the containers the engine lists for session id.
+// One it is still creating cannot be removed yet, and counts as removed
+// (removeContainer): callers retry.
+func (p *Provider) removeListed(ctx context.Context, id domain.ID) error {
+	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(p.labels(id))})
+	if err != nil {
+		return fmt.Errorf("docker: list containers of %s: %w", id, err)
+	}
+	for _, c := range cs {
+		if p.ours(c.Labels, id) {
+			if err := p.removeContainer(ctx, c.ID); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
