@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/maintain"
+)
+
+func TestMaintain_Usage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // on stderr
+	}{
+		{"no directory", []string{"maintain"}, "usage: stockade maintain"},
+		{"major", []string{"maintain", "-allow", "patch,major", "d"}, "major upgrades change the import path"},
+		{"unknown class", []string{"maintain", "-allow", "huge", "d"}, "is not patch, minor or major"},
+		{"bad module", []string{"maintain", "-module", "example.com/m@1.0", "d"}, "not a canonical version"},
+		{"bad author", []string{"maintain", "-author", "nobody", "d"}, "is not \"Name <email>\""},
+		{"bad date", []string{"maintain", "-date", "yesterday", "d"}, "-date"},
+		{"both proxies", []string{"maintain", "-proxy", "https://proxy.golang.org", "-fixture-proxy", "x", "d"}, "cannot be used together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, &stdout, &stderr); code != exitUnsupported {
+				t.Errorf("stockade %q = exit %d; want %d", tc.args, code, exitUnsupported)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q; want it to mention %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestMaintain_HelpDocumentsExitCodes(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"help", "maintain"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("stockade help maintain = exit %d", code)
+	}
+	man := stdout.String()
+	for _, want := range []string{"Examples:", "Exit codes:", "0  proposal prepared", "4  an explained non-result", "-each", "-branch", "refs/stockade/proposals/"} {
+		if !strings.Contains(man, want) {
+			t.Errorf("the manual lacks %q", want)
+		}
+	}
+}
+
+// maintainRepo copies a fixture repository into a new git repository with
+// one commit of fixed identity and date.
+func maintainRepo(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "testdata", "repos", name))); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "fixture"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_AUTHOR_NAME=Fixture", "GIT_AUTHOR_EMAIL=fixture@example.com", "GIT_AUTHOR_DATE=2026-01-02T03:04:05Z",
+			"GIT_COMMITTER_NAME=Fixture", "GIT_COMMITTER_EMAIL=fixture@example.com", "GIT_COMMITTER_DATE=2026-01-02T03:04:05Z")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// TestMaintain_SameProposalOnTwoMachines runs stockade maintain on two
+// copies of the safe-patch fixture, the second with another HOME (whose
+// git configuration names another user and signs commits), time zone and
+// git identity in the environment, and -branch: both prepare the same
+// commit. Asking for the branch again is refused before anything runs.
+func TestMaintain_SameProposalOnTwoMachines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs maintain against the engine")
+	}
+	enginetest.Client(t)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The validate and maintain packages' engine tests use this data
+	// directory too: one build-cache seed serves all.
+	dataDir := filepath.Join(cache, "stockade-test", "validate")
+	proxy := filepath.Join("..", "..", "testdata", "modules")
+	maintainJSON := func(dir string, extra ...string) *maintain.Report {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"maintain", "-json", "-data-dir", dataDir, "-fixture-proxy", proxy}, extra...)
+		code := run(context.Background(), append(args, dir), &stdout, &stderr)
+		var rep maintain.Report
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+			t.Fatalf("maintain printed %q: %v\nstderr: %s", stdout.String(), err, stderr.String())
+		}
+		if code != exitOK || rep.Outcome != maintain.ProposalPrepared || len(rep.Attempts) != 1 || rep.Attempts[0].Proposal == nil {
+			t.Fatalf("maintain = exit %d, %s; want a proposal\nstderr: %s", code, rep.Outcome, stderr.String())
+		}
+		return &rep
+	}
+	first := maintainJSON(maintainRepo(t, "maintain-patch"))
+
+	home := t.TempDir()
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Other Machine\n\temail = other@example.com\n[commit]\n\tgpgSign = true\n"), 0o644)
+	t.Setenv("HOME", home)
+	t.Setenv("TZ", "Asia/Kathmandu")
+	for _, k := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
+		t.Setenv(k, "Somebody")
+	}
+	t.Setenv("GIT_AUTHOR_DATE", "2030-05-05T05:05:05+05:45")
+	dir := maintainRepo(t, "maintain-patch")
+	second := maintainJSON(dir, "-branch", "deps/greet")
+
+	p1, p2 := first.Attempts[0].Proposal, second.Attempts[0].Proposal
+	if p1.Commit != p2.Commit || p1.Ref != p2.Ref {
+		t.Errorf("the proposals differ: %s (%s) and %s (%s)", p1.Commit, p1.Ref, p2.Commit, p2.Ref)
+	}
+	if first.ConfigHash != second.ConfigHash {
+		t.Errorf("the configuration hashes differ: %s and %s", first.ConfigHash, second.ConfigHash)
+	}
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "refs/heads/deps/greet").Output()
+	if err != nil || strings.TrimSpace(string(out)) != p2.Commit {
+		t.Errorf("branch deps/greet = %q, %v; want %s", out, err, p2.Commit)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"maintain", "-data-dir", dataDir, "-fixture-proxy", proxy, "-branch", "deps/greet", dir}, &stdout, &stderr)
+	if code != exitUnsupported || !strings.Contains(stderr.String(), "already exists") {
+		t.Errorf("maintain -branch (existing) = exit %d, stderr %q; want %d naming the branch", code, stderr.String(), exitUnsupported)
+	}
+}
