@@ -28,7 +28,7 @@ func init() {
 	register(&command{
 		name:    "image",
 		summary: "build the offline Go toolchain image, list Stockade's images",
-		usage: `usage: stockade image build [-goroot DIR | -go RELEASE [-data-dir DIR]] [-busybox PATH | -no-busybox] [-ca-bundle PATH | -no-ca-bundle] [-base] [-tag NAME:TAG] [-json] [-v]
+		usage: `usage: stockade image build [-goroot DIR | -go RELEASE] [-cgo=false] [-data-dir DIR] [-busybox PATH | -no-busybox] [-ca-bundle PATH | -no-ca-bundle] [-base] [-tag NAME:TAG] [-json] [-v]
        stockade image list [-json]
 
 Build makes a Go toolchain image from what this machine has, without a
@@ -47,6 +47,15 @@ against the checksum database), into a module cache of its own under the
 data directory (-data-dir, default $XDG_CACHE_HOME/stockade). A release
 already fetched is not downloaded again.
 
+The image also carries a C toolchain (gcc, binutils, libc6-dev and what
+they need: Debian bookworm packages at the exact versions Stockade lists),
+so the go command enables cgo by default, as on a developer's machine with a
+C compiler. The packages are fetched with apt-get download into the data
+directory, checked against the SHA256 of apt's signed metadata, and
+unpacked with dpkg-deb into one layer; the same versions give the same
+image ID. -cgo=false builds the smaller image without it (CGO_ENABLED=0),
+tagged without "-cgo".
+
 The same inputs always give the same image ID (sha256:...), on any machine:
 refer to the image by that ID. Build prints it, tags the image
 stockade/go:<version>-local (stockade/base:local with -base), and does not
@@ -64,6 +73,7 @@ Examples:
 	stockade image build
 	stockade image build -goroot ~/sdk/go1.26.8 -json
 	stockade image build -go 1.27.3
+	stockade image build -cgo=false
 	stockade image build -base
 	stockade image list`,
 		flags: imageFlags,
@@ -74,6 +84,7 @@ Examples:
 type imageOpts struct {
 	goroot, busybox, tag string
 	goRelease, dataDir   string
+	cgo                  bool
 	caBundle             string
 	noBusybox, base      bool
 	noCABundle           bool
@@ -84,7 +95,8 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 	var o imageOpts
 	fs.StringVar(&o.goroot, "goroot", "", "Go toolchain `DIR` to copy (default: go env GOROOT)")
 	fs.StringVar(&o.goRelease, "go", "", "Go `RELEASE` to fetch through the module proxy, such as 1.27.3 (default: the host's Go)")
-	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` whose toolchains/ keeps what -go fetches: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
+	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` whose toolchains/ keeps what -go and -cgo fetch: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
+	fs.BoolVar(&o.cgo, "cgo", true, "add the C toolchain layer (cgo on); -cgo=false: no C compiler, CGO_ENABLED=0")
 	fs.StringVar(&o.busybox, "busybox", "", "static busybox `PATH` (default: "+image.DefaultBusybox+" when it is static)")
 	fs.BoolVar(&o.noBusybox, "no-busybox", false, "leave busybox out: the image runs argv only")
 	fs.StringVar(&o.caBundle, "ca-bundle", "", "PEM CA certificates `PATH` (default: "+image.DefaultCABundle+" when it exists)")
@@ -130,17 +142,18 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 
 // buildOutput is the -json form of a build.
 type buildOutput struct {
-	ID        string   `json:"id"`
-	Tags      []string `json:"tags"`
-	GoVersion string   `json:"go_version,omitempty"`
-	Platform  string   `json:"platform"`
-	GoRoot    string   `json:"goroot,omitempty"`
-	Busybox   string   `json:"busybox,omitempty"`
-	CABundle  string   `json:"ca_bundle,omitempty"`
-	Inputs    string   `json:"inputs"`
-	SizeBytes int64    `json:"size_bytes"`
-	Loaded    bool     `json:"loaded"`
-	Seconds   float64  `json:"seconds"`
+	ID         string   `json:"id"`
+	Tags       []string `json:"tags"`
+	GoVersion  string   `json:"go_version,omitempty"`
+	Platform   string   `json:"platform"`
+	GoRoot     string   `json:"goroot,omitempty"`
+	CToolchain string   `json:"c_toolchain,omitempty"`
+	Busybox    string   `json:"busybox,omitempty"`
+	CABundle   string   `json:"ca_bundle,omitempty"`
+	Inputs     string   `json:"inputs"`
+	SizeBytes  int64    `json:"size_bytes"`
+	Loaded     bool     `json:"loaded"`
+	Seconds    float64  `json:"seconds"`
 }
 
 func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
@@ -150,8 +163,8 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	if o.goRelease != "" && (o.base || o.goroot != "") {
 		return usagef("image", "stockade image build: -go excludes -goroot and -base")
 	}
-	if o.dataDir != "" && o.goRelease == "" {
-		return usagef("image", "stockade image build: -data-dir applies to -go only")
+	if o.base {
+		o.cgo = false // the base image has no Go to use it
 	}
 	if o.goRelease != "" {
 		if _, err := image.CleanRelease(o.goRelease); err != nil {
@@ -172,12 +185,12 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 	defer cancel()
 	var cacheDir string
-	if o.goRelease != "" {
+	if o.goRelease != "" || o.cgo {
 		if cacheDir, err = validate.ToolchainCache(o.dataDir); err != nil {
 			return err
 		}
 	}
-	opts := image.Options{GoRoot: o.goroot, GoVersion: o.goRelease, CacheDir: cacheDir, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, CABundle: o.caBundle, NoCABundle: o.noCABundle, Tag: o.tag}
+	opts := image.Options{GoRoot: o.goroot, GoVersion: o.goRelease, CacheDir: cacheDir, CToolchain: o.cgo, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, CABundle: o.caBundle, NoCABundle: o.noCABundle, Tag: o.tag}
 	if o.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(env.stderr, nil))
 	}
@@ -190,7 +203,7 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	if o.json {
 		out := buildOutput{
 			ID: r.ID, Tags: r.Tags, GoVersion: r.GoVersion, Platform: r.Platform,
-			GoRoot: r.GoRoot, Busybox: r.Busybox, CABundle: r.CABundle, Inputs: r.Inputs,
+			GoRoot: r.GoRoot, CToolchain: r.CToolchain, Busybox: r.Busybox, CABundle: r.CABundle, Inputs: r.Inputs,
 			SizeBytes: r.Size, Loaded: r.Loaded, Seconds: dur.Seconds(),
 		}
 		return imageWriteJSON(env, out)
@@ -200,6 +213,11 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	fmt.Fprintf(tw, "tags\t%s\n", strings.Join(r.Tags, " "))
 	if r.GoVersion != "" {
 		fmt.Fprintf(tw, "go\t%s from %s\n", r.GoVersion, r.GoRoot)
+	}
+	if r.CToolchain != "" {
+		fmt.Fprintf(tw, "c toolchain\t%d Debian packages, %s\n", len(image.CToolchainPackages()), r.CToolchain)
+	} else if r.GoVersion != "" {
+		fmt.Fprintf(tw, "c toolchain\tnone (CGO_ENABLED=0)\n")
 	}
 	bb := r.Busybox
 	if bb == "" {

@@ -62,10 +62,10 @@ func TestImageUsage(t *testing.T) {
 		{[]string{"image", "build", "-no-busybox", "-busybox", "/x"}, exitUnsupported, "exclude"},
 		{[]string{"image", "build", "-no-ca-bundle", "-ca-bundle", "/x"}, exitUnsupported, "exclude"},
 		{[]string{"image", "list", "-no-ca-bundle"}, exitUnsupported, "build only"},
+		{[]string{"image", "list", "-cgo=false"}, exitUnsupported, "build only"},
 		{[]string{"image", "build", "-go", "1.27.3", "-goroot", "/x"}, exitUnsupported, "-go excludes"},
 		{[]string{"image", "build", "-go", "1.27.3", "-base"}, exitUnsupported, "-go excludes"},
 		{[]string{"image", "build", "-go", "1.27"}, exitUnsupported, "want a release such as 1.27.3"},
-		{[]string{"image", "build", "-data-dir", "/x"}, exitUnsupported, "-go only"},
 		{[]string{"image", "build", "extra"}, exitUnsupported, "unexpected arguments"},
 		{[]string{"image", "build", "-h"}, exitOK, "stockade image build [-goroot DIR | -go RELEASE"},
 	} {

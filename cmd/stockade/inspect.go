@@ -50,6 +50,12 @@ release of that minor can be had does a newer minor stand in, and the
 report says so. -image names the image instead: an image ID, or a registry
 image pinned by digest (name@sha256:...), pulled only with -pull.
 
+The image carries a C toolchain (gcc, binutils and the libc headers, from
+Debian's packages at exact versions), so cgo is on as on a developer's
+machine with a C compiler; a C header or library the module needs beyond
+libc is a finding of its own (missing_c_header, missing_c_library).
+-cgo=false validates in the smaller image without one (CGO_ENABLED=0).
+
 While it works on a terminal, inspect shows the current phase and the time
 spent on stderr; otherwise it prints nothing but the report.
 
@@ -90,6 +96,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		lockTimeout  = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory")
 		imageRef     = fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>")
 		pull         = fs.Bool("pull", false, "pull the -image reference if the engine does not have it")
+		cgo          = fs.Bool("cgo", true, "validate in the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0")
 		verbose      = fs.Bool("v", false, "log debug detail to stderr")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
@@ -135,6 +142,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			LockTimeout:  *lockTimeout,
 			Image:        *imageRef,
 			Pull:         *pull,
+			Cgo:          *cgo,
 			Logger:       log,
 			// Waiting is the one thing said off a terminal: a run that
 			// seems to hang should say why.

@@ -109,6 +109,10 @@ func parsePackages(s string) ([]DebPackage, error) {
 	return out, nil
 }
 
+// cToolchainArch is the Debian architecture ctoolchain.txt lists packages
+// for.
+const cToolchainArch = "amd64"
+
 // debArch maps GOARCH to Debian's architecture names.
 var debArch = map[string]string{
 	"amd64": "amd64", "arm64": "arm64", "386": "i386", "arm": "armhf",
@@ -135,8 +139,9 @@ type cToolchain struct {
 // reused while the set is the same.
 func prepareC(ctx context.Context, pkgs []DebPackage, goarch, cacheDir string) (*cToolchain, error) {
 	arch, ok := debArch[goarch]
-	if !ok {
-		return nil, fmt.Errorf("%w: no Debian architecture for %s", ErrNoDebian, goarch)
+	if !ok || arch != cToolchainArch {
+		// binutils-x86-64-linux-gnu and friends: the set is per architecture.
+		return nil, fmt.Errorf("%w: the package set is for %s, the toolchain is %s", ErrNoDebian, cToolchainArch, goarch)
 	}
 	if cacheDir == "" {
 		return nil, errors.New("image: the C toolchain needs a cache directory")
@@ -151,7 +156,7 @@ func prepareC(ctx context.Context, pkgs []DebPackage, goarch, cacheDir string) (
 	if err != nil {
 		return nil, err
 	}
-	debs, err := fetchDebs(actx, debDir, pkgs, arch, sums)
+	debs, err := fetchDebs(actx, debDir, pkgs, sums)
 	if err != nil {
 		return nil, err
 	}
@@ -185,10 +190,16 @@ func prepareC(ctx context.Context, pkgs []DebPackage, goarch, cacheDir string) (
 	return c, nil
 }
 
-// aptSHA256 returns the SHA256 (hex) apt's metadata gives each package of
-// pkgs for arch (or "all"), from one apt-cache show. apt verified that
-// metadata against the archive's signed Release file.
-func aptSHA256(ctx context.Context, pkgs []DebPackage, arch string) (map[DebPackage]string, error) {
+// aptMeta is what apt's metadata says of one package version.
+type aptMeta struct {
+	sha256 string // hex
+	arch   string // the requested architecture, or "all"
+}
+
+// aptSHA256 returns the SHA256 apt's metadata gives each package of pkgs
+// for arch (or "all"), from one apt-cache show. apt verified that metadata
+// against the archive's signed Release file.
+func aptSHA256(ctx context.Context, pkgs []DebPackage, arch string) (map[DebPackage]aptMeta, error) {
 	args := []string{"show"}
 	for _, p := range pkgs {
 		args = append(args, p.String())
@@ -203,13 +214,13 @@ func aptSHA256(ctx context.Context, pkgs []DebPackage, arch string) (map[DebPack
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w: apt-cache: %v", ErrNoDebian, err)
 	}
-	sums := map[DebPackage]string{}
+	sums := map[DebPackage]aptMeta{}
 	var cur DebPackage
 	var curArch, curSum string
 	flush := func() {
 		if cur.Name != "" && curSum != "" && (curArch == arch || curArch == "all") {
 			if _, ok := sums[cur]; !ok {
-				sums[cur] = curSum
+				sums[cur] = aptMeta{sha256: curSum, arch: curArch}
 			}
 		}
 		cur, curArch, curSum = DebPackage{}, "", ""
@@ -243,7 +254,7 @@ func aptSHA256(ctx context.Context, pkgs []DebPackage, arch string) (map[DebPack
 		return nil, fmt.Errorf("%w: apt-cache show: %v: %s", ErrNoDebian, err, strings.TrimSpace(stderr.String()))
 	}
 	for _, p := range pkgs {
-		if len(sums[p]) != 64 {
+		if len(sums[p].sha256) != 64 {
 			return nil, fmt.Errorf("%w: apt has no %s for %s (apt-get update, or the mirror dropped that version)", ErrNoDebian, p, arch)
 		}
 	}
@@ -257,11 +268,12 @@ func debFile(p DebPackage, arch string) string {
 
 // fetchDebs returns pkgs' files in debDir, downloading with one apt-get
 // download those missing or not matching sums; every file is checked.
-func fetchDebs(ctx context.Context, debDir string, pkgs []DebPackage, arch string, sums map[DebPackage]string) ([]deb, error) {
+func fetchDebs(ctx context.Context, debDir string, pkgs []DebPackage, sums map[DebPackage]aptMeta) ([]deb, error) {
 	var missing []string
 	for _, p := range pkgs {
-		if sha, err := fileSHA256(filepath.Join(debDir, debFile(p, arch))); err != nil || sha != sums[p] {
-			os.Remove(filepath.Join(debDir, debFile(p, arch)))
+		name := filepath.Join(debDir, debFile(p, sums[p].arch))
+		if sha, err := fileSHA256(name); err != nil || sha != sums[p].sha256 {
+			os.Remove(name)
 			missing = append(missing, p.String())
 		}
 	}
@@ -273,14 +285,14 @@ func fetchDebs(ctx context.Context, debDir string, pkgs []DebPackage, arch strin
 	}
 	out := make([]deb, 0, len(pkgs))
 	for _, p := range pkgs {
-		name := filepath.Join(debDir, debFile(p, arch))
+		name := filepath.Join(debDir, debFile(p, sums[p].arch))
 		sha, err := fileSHA256(name)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrNoDebian, p, err)
 		}
-		if sha != sums[p] {
+		if sha != sums[p].sha256 {
 			os.Remove(name)
-			return nil, fmt.Errorf("%w: %s: %s, apt says %s", ErrDebChecksum, p, sha, sums[p])
+			return nil, fmt.Errorf("%w: %s: %s, apt says %s", ErrDebChecksum, p, sha, sums[p].sha256)
 		}
 		out = append(out, deb{pkg: p, path: name, sha256: sha})
 	}

@@ -239,3 +239,47 @@ func TestBuildFetchedGoTwiceSameID(t *testing.T) {
 		t.Errorf("go version: exit %d, stdout %q, stderr %q; want %q", res.ExitCode, res.Stdout, res.Stderr, want)
 	}
 }
+
+// TestCToolchainImage builds the host's Go image with the C toolchain
+// twice (the same ID), then builds and tests a cgo program in it with the
+// go command's default CGO_ENABLED.
+func TestCToolchainImage(t *testing.T) {
+	c := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*buildBudget)
+	defer cancel()
+	opts := image.Options{CToolchain: true, CacheDir: testToolchainCache(t)}
+	start := time.Now()
+	r1, err := image.Build(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("first Build: %v", err)
+	}
+	t.Logf("first build with the C toolchain (downloads included when not cached): %v (loaded %v) %s %v", time.Since(start), r1.Loaded, r1.ID, r1.Tags)
+	start = time.Now()
+	r2, err := image.Build(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("second Build: %v", err)
+	}
+	t.Logf("second build: %v (loaded %v)", time.Since(start), r2.Loaded)
+	if r1.ID != r2.ID || r2.Loaded || r1.CToolchain == "" {
+		t.Errorf("second Build: %s (loaded %v), C toolchain %q; want %s again, not loaded", r2.ID, r2.Loaded, r1.CToolchain, r1.ID)
+	}
+	if len(r1.Tags) != 1 || !strings.HasSuffix(r1.Tags[0], "-cgo-local") {
+		t.Errorf("tags %v; want stockade/go:<version>-cgo-local", r1.Tags)
+	}
+	if testing.Short() {
+		return
+	}
+	start = time.Now()
+	res := run(t, c, r1.ID, compileRun, "/bin/sh", "-c", `set -e
+go env CGO_ENABLED
+mkdir /tmp/m && cd /tmp/m
+printf 'module m\n\ngo 1.21\n' > go.mod
+printf 'package m\n\n// int add(int a, int b) { return a + b; }\nimport "C"\n\nfunc Add(a, b int) int { return int(C.add(C.int(a), C.int(b))) }\n' > add.go
+printf 'package m\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatal("no")\n\t}\n}\n' > add_test.go
+go vet ./...
+go test -count=1 ./...`)
+	t.Logf("cgo vet and test in the image: %v", time.Since(start))
+	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "1\n") || !strings.Contains(string(res.Stdout), "ok  \tm") {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}

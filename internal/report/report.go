@@ -150,6 +150,10 @@ type Image struct {
 	StandIn bool `json:"stand_in"`
 	// Built is true when inspect built the local image during this run.
 	Built bool `json:"built"`
+	// CToolchain is true when the image carries the C toolchain layer
+	// (gcc, binutils, libc headers), so cgo is on as the go command's
+	// default; false for the small image (CGO_ENABLED=0).
+	CToolchain bool `json:"c_toolchain,omitempty"`
 }
 
 // Check is one of list, build, vet and test.

@@ -52,9 +52,12 @@ type imageRequest struct {
 	// Pull pulls Image when the engine does not have it; without Image
 	// it does nothing.
 	Pull bool
-	// DataDir holds the releases fetched from the module proxy
-	// (ToolchainCache); empty means DefaultDataDir().
+	// DataDir holds the releases fetched from the module proxy and the C
+	// toolchain's packages (ToolchainCache); empty means DefaultDataDir().
 	DataDir string
+	// Cgo picks (or builds) an image with the C toolchain layer, where
+	// cgo is on by default; without it, an image without (CGO_ENABLED=0).
+	Cgo bool
 }
 
 // selectImage is pickImage for a go directive alone.
@@ -86,7 +89,7 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 	var locals []imagetable.Local
 	tags := map[string][]string{}
 	for _, in := range infos {
-		if in.GoVersion != "" {
+		if in.GoVersion != "" && (in.CToolchain != "") == req.Cgo {
 			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
 			tags[in.ID] = in.Tags
 		}
@@ -97,12 +100,14 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 	}
 	var ic imageChoice
 	if !c.Local {
-		opts := image.Options{Logger: log}
+		opts := image.Options{Logger: log, CToolchain: req.Cgo}
 		from := "the host's go" + c.Go
-		if c.Source == imagetable.SourceProxy {
+		if c.Source == imagetable.SourceProxy || req.Cgo {
 			if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
 				return imageChoice{}, err
 			}
+		}
+		if c.Source == imagetable.SourceProxy {
 			opts.GoVersion = c.Go
 			from = "go" + c.Go + " fetched from the module proxy"
 		}
@@ -117,7 +122,7 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 		ic.img.Built = true
 		ic.notes = append(ic.notes, fmt.Sprintf("no toolchain image for go %s was present; built %s from %s", c.Want, firstTag(res.Tags, res.ID), from))
 	}
-	ic.img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: ic.img.Built}
+	ic.img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: ic.img.Built, CToolchain: req.Cgo}
 	if c.StoodIn {
 		ic.notes = append(ic.notes, standInNote(c))
 	}
@@ -210,7 +215,8 @@ func explicitImage(ctx context.Context, eng ImageEngine, req imageRequest, log *
 	if err != nil {
 		return imageChoice{}, err
 	}
-	ic.img = report.Image{Ref: ref, ID: im.ID, GoVersion: "go" + c.Go, Minor: c.Minor, Local: im.Config.Labels[image.LabelGoVersion] != "", StandIn: c.StoodIn}
+	ic.img = report.Image{Ref: ref, ID: im.ID, GoVersion: "go" + c.Go, Minor: c.Minor, Local: im.Config.Labels[image.LabelGoVersion] != "", StandIn: c.StoodIn,
+		CToolchain: im.Config.Labels[image.LabelCToolchain] != "" || !hasEnv(im.Config.Env, "CGO_ENABLED=0")}
 	if c.StoodIn {
 		ic.notes = append(ic.notes, standInNote(c))
 	}
@@ -231,6 +237,15 @@ func imageGoVersion(im dockerapi.Image) string {
 		}
 	}
 	return ""
+}
+
+func hasEnv(env []string, kv string) bool {
+	for _, e := range env {
+		if e == kv {
+			return true
+		}
+	}
+	return false
 }
 
 func firstTag(tags []string, id string) string {

@@ -214,3 +214,50 @@ func TestInspect_DirectiveMinor(t *testing.T) {
 		})
 	}
 }
+
+// TestInspect_Cgo validates cgo modules in the image with the C toolchain:
+// one whose C compiles is clean, one whose C does not is failing with the
+// compiler's message, and one that needs a header beyond libc is failing
+// with a finding of its own kind naming the header.
+func TestInspect_Cgo(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	for _, tc := range []struct {
+		repo    string
+		verdict report.Verdict
+		kind    string // a finding of this kind, with message
+		message string
+	}{
+		{"cgo", report.Clean, "", ""},
+		{"cgo-broken", report.Failing, "build", "expected expression before ';' token"},
+		{"cgo-missing-header", report.Failing, KindMissingCHeader, "sqlite3.h"},
+	} {
+		t.Run(tc.repo, func(t *testing.T) {
+			dir, err := filepath.Abs(filepath.Join(repos, tc.repo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			rep, err := Inspect(context.Background(), eng, InspectOptions{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: DefaultLockTimeout, Cgo: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("inspect %s: %v, notes %q", tc.repo, time.Since(start), rep.Notes)
+			if rep.Verdict != tc.verdict || rep.Image == nil || !rep.Image.CToolchain {
+				t.Fatalf("verdict %s, image %+v, refusal %+v, checks %+v; want %s in the C toolchain image", rep.Verdict, rep.Image, rep.Refusal, rep.Checks, tc.verdict)
+			}
+			if tc.kind == "" {
+				return
+			}
+			found := false
+			for _, c := range rep.Checks {
+				for _, f := range c.Findings {
+					t.Logf("%s: %s %s:%d %q", c.Name, f.Kind, f.File, f.Line, f.Message)
+					found = found || f.Kind == tc.kind && strings.Contains(f.Message, tc.message)
+				}
+			}
+			if !found {
+				t.Errorf("no %s finding with %q in %+v", tc.kind, tc.message, rep.Checks)
+			}
+		})
+	}
+}

@@ -121,6 +121,11 @@ type InspectOptions struct {
 	Image string
 	// Pull pulls Image when the engine does not have it.
 	Pull bool
+	// Cgo validates in an image with the C toolchain layer (gcc, binutils,
+	// libc headers from Debian packages at exact versions), where cgo is on
+	// as on a developer's machine with a C compiler; the CLI sets it unless
+	// -cgo=false. Without it the image has no C compiler (CGO_ENABLED=0).
+	Cgo bool
 	// Owner labels the run's containers; empty means toolchain's default.
 	Owner string
 	// Logger receives debug detail; nil discards.
@@ -307,7 +312,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
-	ic, err := pickImage(pctx, eng, imageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir}, log)
+	ic, err := pickImage(pctx, eng, imageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo}, log)
 	cancel()
 	if cut(pctx, err) {
 		return timedOut()

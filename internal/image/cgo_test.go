@@ -1,0 +1,65 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestCToolchainPackages(t *testing.T) {
+	pkgs := CToolchainPackages()
+	have := map[string]bool{}
+	for i, p := range pkgs {
+		have[p.Name] = true
+		if i > 0 && pkgs[i-1].Name >= p.Name {
+			t.Errorf("packages not sorted: %s before %s", pkgs[i-1].Name, p.Name)
+		}
+	}
+	for _, want := range []string{"gcc", "gcc-12", "binutils", "libc6", "libc6-dev", "linux-libc-dev"} {
+		if !have[want] {
+			t.Errorf("the C toolchain lacks %s", want)
+		}
+	}
+}
+
+func TestParsePackages(t *testing.T) {
+	got, err := parsePackages("# comment\nzlib1g=1:1.2.13.dfsg-1+deb12u1\n\ngcc=4:12.2.0-3\n")
+	if err != nil || len(got) != 2 || got[0] != (DebPackage{"gcc", "4:12.2.0-3"}) || got[1].Name != "zlib1g" {
+		t.Errorf("parsePackages = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "gcc", "gcc=", "Gcc=1", "gcc=1 2", "gcc=1\ngcc=2", "../x=1", "gcc=$(x)"} {
+		if _, err := parsePackages(bad); err == nil {
+			t.Errorf("parsePackages(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestDebFile(t *testing.T) {
+	if got := debFile(DebPackage{"libcrypt1", "1:4.4.33-2"}, "amd64"); got != "libcrypt1_1%3a4.4.33-2_amd64.deb" {
+		t.Errorf("debFile = %q; want apt-get download's name", got)
+	}
+}
+
+// TestAptSHA256 asks the host's apt for the set's checksums: every
+// package version must be known to apt with a SHA256.
+func TestAptSHA256(t *testing.T) {
+	if _, err := exec.LookPath("apt-cache"); err != nil {
+		t.Skip("no apt-cache: not a Debian host")
+	}
+	pkgs := CToolchainPackages()
+	sums, err := aptSHA256(context.Background(), pkgs, cToolchainArch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		if m := sums[p]; len(m.sha256) != 64 || (m.arch != cToolchainArch && m.arch != "all") {
+			t.Errorf("%s: %+v", p, m)
+		}
+	}
+	_, err = aptSHA256(context.Background(), []DebPackage{{"gcc", "0.0.0-nonexistent"}}, "amd64")
+	if !errors.Is(err, ErrNoDebian) || !strings.Contains(err.Error(), "gcc=0.0.0-nonexistent") {
+		t.Errorf("aptSHA256(unknown version) = %v; want ErrNoDebian naming it", err)
+	}
+}

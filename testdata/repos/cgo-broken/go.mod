@@ -1,0 +1,3 @@
+module stockade.test/repo/cgo-broken
+
+go 1.26

@@ -1,0 +1,3 @@
+module stockade.test/repo/cgo-missing-header
+
+go 1.26

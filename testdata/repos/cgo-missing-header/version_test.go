@@ -1,0 +1,9 @@
+package version
+
+import "testing"
+
+func TestVersion(t *testing.T) {
+	if Version() == "" {
+		t.Error("no version")
+	}
+}
