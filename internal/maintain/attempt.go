@@ -90,6 +90,9 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 		return timedOut()
 	}
 	tidied, ref, why, err := x.normalize(ctx, staging, before, target, d)
+	if tidied.m != nil {
+		a.Moved = moves(before, tidied.m)
+	}
 	switch {
 	case err != nil:
 		return failed(err)
@@ -99,7 +102,6 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 		a.Rule, a.Module = ref.Rule, ref.Module
 		return end(NormalizationRefused, "%s", ref.Reason)
 	}
-	a.Moved = moves(before, tidied.m)
 
 	st.begin("post/snapshot")
 	post, err := x.postSnapshot(ctx, tidied)

@@ -3,6 +3,7 @@ package maintain
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMaintain_Fixtures runs maintain on each fixture repository against
@@ -58,6 +59,16 @@ func TestMaintain_Fixtures(t *testing.T) {
 		{"maintain-current", Options{}, NoCandidate, func(t *testing.T, r *Report) {
 			if len(r.Candidates) != 1 || r.Candidates[0].Eligible {
 				t.Errorf("candidates %+v; want greet/v2, not eligible", r.Candidates)
+			}
+		}},
+		{"maintain-untidy", Options{}, NormalizationRefused, func(t *testing.T, r *Report) {
+			if a := r.Attempts[0]; a.To != "v1.0.1" || a.Rule != RuleDirect || a.Module != "stockade.test/brk" {
+				t.Errorf("attempt %s refused by %q for %q; want greet v1.0.1 refused by %q for brk", a.To, a.Rule, a.Module, RuleDirect)
+			}
+		}},
+		{"maintain-hang", Options{Timeout: 20 * time.Second}, ValidationInconclusive, func(t *testing.T, r *Report) {
+			if a := r.Attempts[0]; a.Proposal != nil || !strings.Contains(a.Reason, "timed out") {
+				t.Errorf("attempt %+v; want no proposal, the timeout named", a)
 			}
 		}},
 		{"maintain-each", Options{Each: true}, ProposalPrepared, func(t *testing.T, r *Report) {

@@ -1,0 +1,3 @@
+module stockade.test/slow
+
+go 1.22

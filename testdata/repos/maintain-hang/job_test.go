@@ -1,0 +1,5 @@
+package job
+
+import "testing"
+
+func TestRun(t *testing.T) { Run() }
