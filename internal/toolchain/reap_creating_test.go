@@ -1,0 +1,53 @@
+package toolchain
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// creatingEngine is an engine that lists one toolchain container of a data
+// directory while it is still creating it: removals answer not found
+// until creating reaches zero, as the engine does for a create that a
+// killed run had in flight.
+type creatingEngine struct {
+	c        dockerapi.ContainerSummary
+	creating int  // removals still answered with not found
+	removed  bool // the container is gone
+}
+
+func (e *creatingEngine) ContainerList(ctx context.Context, opts dockerapi.ListOptions) ([]dockerapi.ContainerSummary, error) {
+	// The engine's "id" filter does not match a container being created.
+	if e.removed || len(opts.Filters["id"]) > 0 && e.creating > 0 {
+		return nil, nil
+	}
+	return []dockerapi.ContainerSummary{e.c}, nil
+}
+
+func (e *creatingEngine) ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error {
+	if e.removed || id != e.c.ID {
+		return dockerapi.ErrNotFound
+	}
+	if e.creating > 0 {
+		e.creating--
+		return dockerapi.ErrNotFound
+	}
+	e.removed = true
+	return nil
+}
+
+// TestReap_WaitsForContainerBeingCreated: a container the engine lists but
+// cannot remove yet (not found: still being created) is removed once it
+// can be, not skipped as gone.
+func TestReap_WaitsForContainerBeingCreated(t *testing.T) {
+	dir := t.TempDir()
+	l := label.Base(DefaultOwner, label.KindToolchain)
+	l[label.Run], l[label.DataDir] = "crashed", DataDirID(dir)
+	eng := &creatingEngine{c: dockerapi.ContainerSummary{ID: "c1", Names: []string{"/stockade-tc-x"}, Labels: l}, creating: 3}
+	n, err := Reap(context.Background(), eng, dir)
+	if err != nil || n != 1 || !eng.removed {
+		t.Errorf("Reap = %d, %v (removed: %v); want the container removed once the engine can", n, err, eng.removed)
+	}
+}
