@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
@@ -59,18 +60,48 @@ func reap(ctx context.Context, eng Reaper, dataDirID, runID string) (int, error)
 		if !hasLabels(c.Labels, want) {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapBudget)
-		err := eng.ContainerRemove(rctx, c.ID, dockerapi.RemoveOptions{Force: true, Volumes: true})
-		cancel()
-		switch {
-		case err == nil:
+		removed, err := removeListed(ctx, eng, c.ID, want)
+		if removed {
 			n++
-		case errors.Is(err, dockerapi.ErrNotFound):
-		default:
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("toolchain: reap %s: %w", c.ID, err))
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// reapRetry is how often removeListed tries again.
+const reapRetry = 50 * time.Millisecond
+
+// removeListed force-removes a container the engine listed with labels
+// want, within reapBudget. The engine lists a container it is still
+// creating before it can remove it, and answers not found meanwhile: a
+// create that a killed run had in flight completes after the kill. So not
+// found counts as gone only once the container is no longer listed (by
+// label: an "id" filter does not match it yet); until then removal is
+// tried again. removed reports whether this call removed it.
+func removeListed(ctx context.Context, eng Reaper, id string, want map[string]string) (removed bool, err error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapBudget)
+	defer cancel()
+	for {
+		err := eng.ContainerRemove(rctx, id, dockerapi.RemoveOptions{Force: true, Volumes: true})
+		if !errors.Is(err, dockerapi.ErrNotFound) {
+			return err == nil, err
+		}
+		list, err := eng.ContainerList(rctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
+		if err != nil {
+			return false, err
+		}
+		if !slices.ContainsFunc(list, func(c dockerapi.ContainerSummary) bool { return c.ID == id }) {
+			return false, nil
+		}
+		select {
+		case <-rctx.Done():
+			return false, fmt.Errorf("listed but not removable within %v: %w", reapBudget, rctx.Err())
+		case <-time.After(reapRetry):
+		}
+	}
 }
 
 // ErrNotLocked reports a ReapRuns without the data directory's lock held:
