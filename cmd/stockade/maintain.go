@@ -73,7 +73,7 @@ Exit codes:
 Examples:
 
 	stockade maintain .
-	stockade maintain -fixture-proxy testdata/modules testdata/repos/maintain-patch
+	stockade maintain -fixture-proxy testdata/modules /tmp/app  # a git checkout of testdata/repos/maintain-patch
 	stockade maintain -module golang.org/x/text@v0.21.0 -branch deps/x-text .
 	stockade maintain -each -json ~/src/example.com/app`,
 		flags: maintainFlags,

@@ -40,26 +40,19 @@ func (x *run) propose(ctx context.Context, a *Attempt, ms manifests, post []repo
 func (x *run) message(a *Attempt, post []report.Check) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "deps: upgrade %s from %s to %s\n\n", a.Path, a.From, a.To)
-	fmt.Fprintf(&b, "A %s upgrade of a direct dependency, chosen as %s.\n\n", a.Class, a.Why)
+	fmt.Fprintf(&b, "A %s upgrade of a direct dependency.\nWhy this one: %s.\n\n", a.Class, a.Why)
 	b.WriteString("Requirements changed:\n")
 	for _, m := range a.Moved {
 		kind := "indirect"
 		if m.Direct {
 			kind = "direct"
 		}
-		from, to := m.From, m.To
-		if from == "" {
-			from = "(none)"
-		}
-		if to == "" {
-			to = "(removed)"
-		}
-		fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, from, to, kind)
+		fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, orNone(m.From), orNone(m.To), kind)
 	}
-	fmt.Fprintf(&b, "\nValidated by stockade maintain without trusting the repository:\n"+
-		"go list, go build, go vet and go test of %s (before) and of this\n"+
-		"tree (after), each in a fresh container without network, with\n"+
-		"image %s (%s).\n", x.snap.Commit, x.img.ID, x.img.GoVersion)
+	b.WriteString("\nValidated by stockade maintain without trusting the repository:\n" +
+		"go list, build, vet and test of the parent commit (before) and of\n" +
+		"this tree (after), each in a fresh container without network.\n")
+	fmt.Fprintf(&b, "Parent: %s\nImage: %s (%s)\n", x.snap.Commit, x.img.ID, x.img.GoVersion)
 	fmt.Fprintf(&b, "Tests before: %s\nTests after:  %s\n", testCounts(x.base.Checks), testCounts(post))
 	var flaky []string
 	for _, fl := range append(append([]Flake{}, x.base.Flaky...), a.postFlakes()...) {

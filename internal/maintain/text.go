@@ -43,6 +43,9 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString("\ncandidates:\n")
 		for _, c := range r.Candidates {
 			state := "eligible"
+			if c.RequiresNewerToolchain {
+				state += ", needs go " + c.GoVersion
+			}
 			if !c.Eligible {
 				state = c.Why
 			}
