@@ -162,7 +162,10 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 		}
 	}
 
-	// 4. The host's read-only copy.
+	// 4. The host's read-only copy, in a temporary directory renamed into
+	// place. A copy a crashed build left is removed first: we hold the
+	// key's lock, so no one else writes one.
+	removeStaleCopies(seeds, key, log)
 	tmp, err := os.MkdirTemp(seeds, ".seed-"+key+"-")
 	if err != nil {
 		return Meta{}, fmt.Errorf("cacheseed: %w", err)
@@ -468,6 +471,18 @@ func makeWritable(root string) {
 		}
 		return nil
 	})
+}
+
+// removeStaleCopies removes the temporary copies of key's seed that a
+// build killed while copying left in seeds. Call it with key's lock held.
+func removeStaleCopies(seeds, key string, log *slog.Logger) {
+	stale, _ := filepath.Glob(filepath.Join(seeds, ".seed-"+key+"-*"))
+	for _, d := range stale {
+		makeWritable(d)
+		if err := os.RemoveAll(d); err != nil {
+			log.Warn("stale seed copy left behind", "dir", d, "err", err)
+		}
+	}
 }
 
 // Remove deletes the seed in dir (a Seed.Dir), which Ensure made read-only.

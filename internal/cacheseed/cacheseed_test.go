@@ -3,6 +3,7 @@ package cacheseed
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -303,4 +304,30 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(logWriter{t}, nil))
+}
+
+// A copy of the seed that a build killed mid-copy left is removed by the
+// next build of that key, read-only parts included; other keys' are not.
+func TestRemoveStaleCopies(t *testing.T) {
+	seeds := t.TempDir()
+	stale := filepath.Join(seeds, ".seed-k1-123")
+	other := filepath.Join(seeds, ".seed-k2-456")
+	for _, d := range []string{filepath.Join(stale, "cache", "00"), other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(stale, "cache", "00", "x-a"), []byte("x"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := readOnly(stale); err != nil {
+		t.Fatal(err)
+	}
+	removeStaleCopies(seeds, "k1", slog.New(slog.DiscardHandler))
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale copy of k1: %v; want it removed", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("copy of k2: %v; want it kept", err)
+	}
 }
