@@ -35,9 +35,10 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	st := &steps{log: x.log.With("candidate", c.Path+"@"+c.Version), phases: &a.Timings}
 	defer st.end()
 	target := module.Version{Path: c.Path, Version: c.Version}
+	tree := "" // the validated tree, once the upgraded manifests exist
 	end := func(out Outcome, format string, args ...any) Attempt {
 		a.Outcome, a.Reason = out, fmt.Sprintf(format, args...)
-		a.Evidence = &Evidence{Parent: x.snap.Commit, ConfigHash: hashOf(x.config), ImageID: x.img.ID}
+		a.Evidence = &Evidence{Tree: tree, Parent: x.snap.Commit, ConfigHash: hashOf(x.config), ImageID: x.img.ID}
 		return a
 	}
 	failed := func(err error) Attempt {
@@ -108,6 +109,10 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	if err != nil {
 		return failed(err)
 	}
+	tree, err = x.git.validatedTree(ctx, x.snap.Commit, tidied.goMod, tidied.goSum)
+	if err != nil {
+		return failed(err)
+	}
 
 	st.begin("post/acquire") // budget: acquireBudget
 	if d, ok = x.clock.step(acquireBudget); !ok {
@@ -162,17 +167,18 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	p, tree, err := x.propose(pctx, &a, tidied, res.Checks)
-	if err != nil {
-		if errors.Is(err, ErrBranchExists) {
-			return end(AdmissionRefused, "%v", err)
-		}
+	p, made, err := x.propose(pctx, &a, tidied, res.Checks)
+	switch {
+	case errors.Is(err, ErrBranchExists):
+		return end(AdmissionRefused, "%v", err)
+	case err != nil:
 		return failed(err)
+	case made != tree:
+		// What was committed must be what was validated.
+		return failed(fmt.Errorf("maintain: the proposal's tree %s is not the validated tree %s", made, tree))
 	}
 	a.Proposal = p
-	end(ProposalPrepared, "validated: no finding the baseline does not have")
-	a.Evidence.Tree = tree
-	return a
+	return end(ProposalPrepared, "validated: no finding the baseline does not have")
 }
 
 // mutate runs argv in the mutate profile against staging for at most d.

@@ -362,3 +362,51 @@ func emptyHome() (string, func(), error) {
 	}
 	return filepath.Clean(d), func() { os.RemoveAll(d) }, nil
 }
+
+// validatedTree returns the ID of the tree a proposal of ms would have
+// (the parent's root tree with go.mod and go.sum replaced), computed
+// without writing anything: the evidence of what was validated.
+func (g *gitRepo) validatedTree(ctx context.Context, parent string, goMod, goSum []byte) (string, error) {
+	format, err := g.objectFormat(ctx)
+	if err != nil {
+		return "", err
+	}
+	es, err := g.lsTree(ctx, false, parent)
+	if err != nil {
+		return "", err
+	}
+	var kept []treeEntry
+	for _, e := range es {
+		if e.name != "go.mod" && e.name != "go.sum" {
+			kept = append(kept, e)
+		}
+	}
+	kept = append(kept, treeEntry{mode: "100644", typ: "blob", hash: objectID(format, "blob", goMod), name: "go.mod"})
+	if goSum != nil {
+		kept = append(kept, treeEntry{mode: "100644", typ: "blob", hash: objectID(format, "blob", goSum), name: "go.sum"})
+	}
+	return treeID(format, kept)
+}
+
+// treeID is git's ID of a tree object holding es: entries sorted as git
+// sorts them (a directory as if its name ended in "/"), each
+// "<mode> <name>\0<raw ID>", the mode without leading zeros.
+func treeID(format string, es []treeEntry) (string, error) {
+	key := func(e treeEntry) string {
+		if e.typ == "tree" {
+			return e.name + "/"
+		}
+		return e.name
+	}
+	sort.Slice(es, func(i, j int) bool { return key(es[i]) < key(es[j]) })
+	var buf bytes.Buffer
+	for _, e := range es {
+		raw, err := hex.DecodeString(e.hash)
+		if err != nil {
+			return "", fmt.Errorf("maintain: object ID %q: %v", e.hash, err)
+		}
+		fmt.Fprintf(&buf, "%s %s\x00", strings.TrimLeft(e.mode, "0"), e.name)
+		buf.Write(raw)
+	}
+	return objectID(format, "tree", buf.Bytes()), nil
+}

@@ -77,6 +77,9 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if want, err := newGitRepo(plain, t.TempDir()).validatedTree(ctx, head, r.goMod, r.goSum); err != nil || want != tree1 {
+		t.Errorf("validatedTree = %s, %v; want git mktree's %s", want, err, tree1)
+	}
 	if c1 != c2 || tree1 != tree2 {
 		t.Fatalf("commits %s (tree %s) and %s (tree %s); want the same", c1, tree1, c2, tree2)
 	}
@@ -115,5 +118,25 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 	}
 	if err := g.checkBranch(ctx, "bad..name"); !errors.Is(err, ErrPolicy) {
 		t.Errorf("checkBranch(bad..name) = %v; want ErrPolicy", err)
+	}
+}
+
+// TestMaintain_ValidatedTreeIsGits computes the validated tree of a
+// repository with directories (whose sort order differs from files') and
+// without a go.sum, as git mktree would.
+func TestMaintain_ValidatedTreeIsGits(t *testing.T) {
+	ctx := context.Background()
+	dir := fixtureRepo(t, "clean")
+	g := newGitRepo(dir, t.TempDir())
+	head := strings.TrimSpace(gitT(t, dir, nil, "rev-parse", "HEAD"))
+	for _, sum := range [][]byte{nil, []byte("example.com/m v1.0.0 h1:x=\n")} {
+		r := recipe{parent: head, goMod: []byte("module stockade.test/repo/clean\n"), goSum: sum}
+		want, err := g.proposalTree(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := g.validatedTree(ctx, head, r.goMod, r.goSum); err != nil || got != want {
+			t.Errorf("validatedTree = %s, %v; want %s", got, err, want)
+		}
 	}
 }

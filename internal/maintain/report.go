@@ -187,7 +187,7 @@ type Proposal struct {
 type Evidence struct {
 	// Tree is the git tree hash of the validated upgraded tree: the
 	// proposal commit's tree.
-	Tree string `json:"tree"`
+	Tree string `json:"tree,omitempty"`
 	// Parent is the validated baseline commit.
 	Parent     string `json:"parent"`
 	ConfigHash string `json:"config_hash"`
