@@ -163,5 +163,5 @@ func whyChosen(c report.Candidate, p Policy, each bool) string {
 	case each:
 		return "eligible " + c.Class + " upgrade (-each tries every eligible candidate)"
 	}
-	return "the first eligible candidate: patch before minor, the highest version, then module path"
+	return "first in selection order (patch, minor; highest; path)"
 }
