@@ -9,9 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/internal/maintain"
+	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
 func TestMaintain_Usage(t *testing.T) {
@@ -134,5 +138,120 @@ func TestMaintain_SameProposalOnTwoMachines(t *testing.T) {
 	code := run(context.Background(), []string{"maintain", "-data-dir", dataDir, "-fixture-proxy", proxy, "-branch", "deps/greet", dir}, &stdout, &stderr)
 	if code != exitUnsupported || !strings.Contains(stderr.String(), "already exists") {
 		t.Errorf("maintain -branch (existing) = exit %d, stderr %q; want %d naming the branch", code, stderr.String(), exitUnsupported)
+	}
+}
+
+// maintainRepoState is what of a repository must not change: every file under the
+// work tree and .git, byte for byte and with its mode, except the object
+// store and refs/stockade (the proposal), plus the objects reachable from
+// the user's refs, which must stay fsck-clean.
+func maintainRepoState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == filepath.Join(".git", "objects") || rel == filepath.Join(".git", "refs", "stockade") {
+			return filepath.SkipDir
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[rel] = fi.Mode().String()
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] += " " + string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := func(args ...string) string {
+		b, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	out["<objects>"] = git("rev-list", "--objects", "--branches", "--tags", "HEAD")
+	git("fsck", "--strict", "--no-dangling")
+	return out
+}
+
+// TestMaintain_KillNineLeavesTheRepository kills stockade maintain with
+// SIGKILL at several points of its run: the repository stays as it was
+// (a proposal ref may appear only complete), and the next run reaps what
+// the killed ones left, finishes, and leaves no container behind.
+func TestMaintain_KillNineLeavesTheRepository(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs maintain against the engine")
+	}
+	eng := enginetest.Client(t)
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(cache, "stockade-test", "validate")
+	bin := filepath.Join(t.TempDir(), "stockade")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	proxy, err := filepath.Abs(filepath.Join("..", "..", "testdata", "modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := maintainRepo(t, "maintain-patch")
+	before := maintainRepoState(t, dir)
+	for _, delay := range []time.Duration{300 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second, 6 * time.Second} {
+		cmd := exec.Command(bin, "maintain", "-data-dir", dataDir, "-fixture-proxy", proxy, dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		cmd.Process.Kill()
+		cmd.Wait()
+		after := maintainRepoState(t, dir)
+		for k, v := range before {
+			if after[k] != v {
+				t.Errorf("killed after %v: %s changed", delay, k)
+			}
+		}
+		for k := range after {
+			if _, ok := before[k]; !ok {
+				t.Errorf("killed after %v: %s appeared", delay, k)
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "maintain", "-json", "-data-dir", dataDir, "-fixture-proxy", proxy, dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the run after the kills: %v\n%s", err, stderr.String())
+	}
+	var rep maintain.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || rep.Outcome != maintain.ProposalPrepared {
+		t.Fatalf("the run after the kills = %s, %v; want a proposal", rep.Outcome, err)
+	}
+	resolved, err := filepath.EvalSymlinks(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := toolchain.DataDirID(resolved)
+	left, err := eng.ContainerList(context.Background(), dockerapi.ListOptions{All: true, Filters: dockerapi.Filters{"label": {label.DataDir + "=" + id, label.Owner + "=" + toolchain.DefaultOwner}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range left {
+		t.Errorf("container %s (run %s, %s) is left", c.ID, c.Labels[label.Run], c.State)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git", "refs", "heads", "main")); err != nil {
+		t.Errorf("the branch is gone: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/validate"
 )
 
 func TestMaintain_JudgeOrder(t *testing.T) {
@@ -95,6 +96,31 @@ func TestMaintain_RunPattern(t *testing.T) {
 	} {
 		if got := runPattern(in); got != want {
 			t.Errorf("runPattern(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+func TestMaintain_TestStatus(t *testing.T) {
+	const pkg = "example.com/m"
+	ev := func(lines ...string) validate.Output {
+		return validate.Output{Stdout: []byte(strings.Join(lines, "\n") + "\n")}
+	}
+	for _, tc := range []struct {
+		name string
+		out  validate.Output
+		want string
+	}{
+		{"pass", ev(`{"Action":"run","Package":"example.com/m","Test":"TestA"}`, `{"Action":"pass","Package":"example.com/m","Test":"TestA"}`, `{"Action":"pass","Package":"example.com/m"}`), "pass"},
+		{"fail", ev(`{"Action":"run","Package":"example.com/m","Test":"TestA"}`, `{"Action":"fail","Package":"example.com/m","Test":"TestA"}`, `{"Action":"fail","Package":"example.com/m"}`), "fail"},
+		{"exit inside the test", ev(`{"Action":"run","Package":"example.com/m","Test":"TestA"}`, `{"Action":"output","Package":"example.com/m","Test":"TestA","Output":"boom\n"}`, `{"Action":"fail","Package":"example.com/m"}`), "fail"},
+		{"no such test", ev(`{"Action":"output","Package":"example.com/m","Output":"testing: warning: no tests to run\n"}`, `{"Action":"pass","Package":"example.com/m"}`), ""},
+	} {
+		tc.out.ExitCode = 0
+		if tc.want == "fail" {
+			tc.out.ExitCode = 1
+		}
+		if got := testStatus(tc.out, pkg, pkg, "TestA"); got != tc.want {
+			t.Errorf("%s: testStatus = %q; want %q", tc.name, got, tc.want)
 		}
 	}
 }

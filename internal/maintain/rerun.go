@@ -74,7 +74,8 @@ func rerun(ctx context.Context, r *toolchain.Runner, src string, seed cacheseed.
 	return out, "", nil
 }
 
-// testStatus is what one rerun said of test: "pass", "fail", or "".
+// testStatus is what one rerun said of test: "pass", "fail", or "" when
+// the run says nothing of it (a pattern that matched no test).
 func testStatus(o validate.Output, modPath, pkg, test string) string {
 	r := testjson.ParseTest(testjson.Input{
 		Stdout: o.Stdout, Stderr: o.Stderr, ExitCode: o.ExitCode, TimedOut: o.TimedOut, Truncated: o.Truncated,
@@ -88,9 +89,15 @@ func testStatus(o validate.Output, modPath, pkg, test string) string {
 			return "fail"
 		}
 		for _, t := range p.Tests {
-			if t.Name == test {
+			if t.Name == test && t.Status != "" {
 				return t.Status
 			}
+		}
+		// The test started and never ended, or never reported: when its
+		// package failed (os.Exit, a crash in the test), the run failed,
+		// as the validation judged it.
+		if p.Status == "fail" {
+			return "fail"
 		}
 	}
 	return ""
