@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -271,5 +272,104 @@ func TestNewHost(t *testing.T) {
 			}
 			c.Close()
 		}
+	}
+}
+
+// podmanCalls are the calls TestPodmanAnswers drives beyond calls.
+var podmanCalls = map[string]struct {
+	pattern string
+	call    func(context.Context, *dockerapi.Client) error
+}{
+	"create": {"POST /containers/create", func(ctx context.Context, c *dockerapi.Client) error {
+		_, err := c.ContainerCreate(ctx, "s1", dockerapi.ContainerConfig{Image: "img"})
+		return err
+	}},
+	"volume-remove": {"DELETE /volumes/v1", func(ctx context.Context, c *dockerapi.Client) error {
+		return c.VolumeRemove(ctx, "v1", false)
+	}},
+	"network-create": {"POST /networks/create", func(ctx context.Context, c *dockerapi.Client) error {
+		_, err := c.NetworkCreate(ctx, dockerapi.NetworkCreate{Name: "n1", CheckDuplicate: true})
+		return err
+	}},
+	"network-remove": {"DELETE /networks/n1", func(ctx context.Context, c *dockerapi.Client) error {
+		return c.NetworkRemove(ctx, "n1")
+	}},
+}
+
+// TestPodmanAnswers drives answers recorded from Podman 4.3.1's
+// compatibility API (podman system service, API 1.41) through the client:
+// each must match the sentinels Docker's answer to the same condition
+// matches, by its status and structured cause, whatever its message says.
+func TestPodmanAnswers(t *testing.T) {
+	const id = "1f93e7446c023b4777ee41978e59034c300ba045aa338b403c845dea55b84f98"
+	podman := func(status int, cause, msg string) string {
+		return `{"cause":"` + cause + `","message":"` + msg + `","response":` + strconv.Itoa(status) + `}`
+	}
+	tests := []struct {
+		name   string
+		call   string
+		status int
+		body   string
+		want   []string
+	}{
+		{"create: name in use", "create", 500, podman(500, "that name is already in use",
+			`container create: creating container storage: the container name \"s1\" is already in use by `+id+`. You have to remove that container to be able to reuse that name: that name is already in use`),
+			[]string{"ErrConflict"}},
+		{"create: network gone", "create", 500, podman(500, "network not found",
+			"container create: unable to find network with name or ID nonet: network not found"),
+			[]string{"ErrNotFound"}},
+		{"create: image missing", "create", 404, podman(404, "image not known", "no such image: localhost/nope:1: image not known"),
+			[]string{"ErrNotFound"}},
+		{"inspect: no such container", "inspect", 404, podman(404, "no such container", `no container with name or ID \"c1\" found: no such container`),
+			[]string{"ErrNotFound"}},
+		{"remove: a concurrent removal won", "remove", 404, podman(404, "no such container", "container "+id+" does not exist in database: no such container"),
+			[]string{"ErrNotFound"}},
+		{"kill: not running", "kill", 500, podman(500, "container state improper",
+			"can only kill running containers. "+id+" is in state created: container state improper"),
+			[]string{"ErrConflict", "ErrNotRunning"}},
+		{"exec create: not running", "exec-create", 500, podman(500, "container state improper",
+			"can only create exec sessions on running containers: container state improper"),
+			[]string{"ErrConflict", "ErrNotRunning"}},
+		{"exec start: no such session", "exec-start", 404, podman(404, "no such exec session", "no exec session with ID e1 found: no such exec session"),
+			[]string{"ErrNotFound"}},
+		{"volume remove: in use", "volume-remove", 409, podman(409, "volume is being used",
+			"volume v1 is being used by the following container(s): "+id+": volume is being used"),
+			[]string{"ErrConflict"}},
+		{"volume remove: no such volume", "volume-remove", 404, podman(404, "no such volume", `no volume with name \"v1\" found: no such volume`),
+			[]string{"ErrNotFound"}},
+		{"network create: name taken", "network-create", 500, podman(500, "network already exists", "network name n1 already used: network already exists"),
+			[]string{"ErrConflict"}},
+		{"network remove: in use", "network-remove", 500, podman(500, "network is being used",
+			`\"n1\" has associated containers with it. Use -f to forcibly delete containers and pods: network is being used`),
+			[]string{"ErrForbidden"}},
+		{"network remove: not found", "network-remove", 404, podman(404, "network not found", "network not found"),
+			[]string{"ErrNotFound"}},
+		{"an unknown cause stays a 500", "create", 500, podman(500, "OCI permission denied",
+			"runc: runc create failed: unable to start container process: error setting rlimit type 7: operation not permitted: OCI permission denied"),
+			[]string{"ErrEngine"}},
+		{"a known cause in the message only is not read", "remove", 500, `{"message":"x: no such container"}`,
+			[]string{"ErrEngine"}},
+		{"a known cause with another status keeps the status", "inspect", 400, podman(400, "no such container", "bad"),
+			[]string{"ErrBadRequest"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f, c := newFake(t, "1.41")
+			call, ok := calls[tt.call]
+			if !ok {
+				call = podmanCalls[tt.call]
+			}
+			f.handle(call.pattern, answer(tt.status, "application/json", tt.body))
+			err := call.call(context.Background(), c)
+			var e *dockerapi.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%s = %v (%T); want *dockerapi.Error", tt.call, err, err)
+			}
+			if e.StatusCode != tt.status {
+				t.Errorf("StatusCode = %d; want %d, as sent", e.StatusCode, tt.status)
+			}
+			checkSentinels(t, err, tt.want...)
+		})
 	}
 }
