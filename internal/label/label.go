@@ -61,3 +61,17 @@ func DataDirID(dir string) string {
 	sum := sha256.Sum256([]byte(filepath.Clean(dir)))
 	return hex.EncodeToString(sum[:8])
 }
+
+// Has reports whether have holds every label of want with the same value.
+// Every list the engine filters by labels is checked again with it before
+// anything listed is removed: an engine may apply a filter more loosely
+// than asked (Podman 4's volume list matches any one of several labels, not
+// all), and a loose filter must never widen what a sweep removes.
+func Has(have, want map[string]string) bool {
+	for k, v := range want {
+		if w, ok := have[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -57,7 +57,7 @@ func reap(ctx context.Context, eng Reaper, dataDirID, runID string) (int, error)
 	for _, c := range list {
 		// The engine filtered; check again so a filter bug cannot widen
 		// what we remove.
-		if !hasLabels(c.Labels, want) {
+		if !label.Has(c.Labels, want) {
 			continue
 		}
 		removed, err := removeListed(ctx, eng, c.ID, want)
@@ -130,15 +130,6 @@ func ReapRuns(ctx context.Context, eng Engine, lock *Lock, image string) (int, e
 		cfg: Config{Image: image, Owner: DefaultOwner, RunID: "reap-" + container.RandomHex(6), DataDirID: DataDirID(dir)},
 	}
 	return r.removeStaleRuns(ctx)
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // removeAll removes dir. What the host user cannot remove (the container

@@ -46,7 +46,10 @@
 // It is created on first need (a create that loses the race uses the
 // winner's network after checking its labels and settings) and removed by
 // the Reap or Destroy that leaves the owner without session containers, or
-// by an Owned that finds none (what a crash may leave).
+// by an Owned that finds none (what a crash may leave). An engine that
+// does not keep inter-container traffic disabled on the network (Podman 4)
+// cannot isolate such sandboxes from each other: there Provision refuses
+// NetUnrestricted with sandbox.ErrNetworkingUnsupported.
 //
 // # How commands run and die
 //
@@ -242,8 +245,7 @@ func (p *Provider) labels(id domain.ID) map[string]string {
 // ours reports whether an object's labels say it is session id's, of this
 // owner.
 func (p *Provider) ours(l map[string]string, id domain.ID) bool {
-	return l[label.Managed] == label.ManagedValue && l[label.Owner] == p.owner &&
-		l[label.Kind] == label.KindSession && l[label.Session] == string(id)
+	return label.Has(l, p.labels(id))
 }
 
 // resolved is a Spec validated and with its defaults filled in.
@@ -681,7 +683,7 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 	}
 	if got := c.Config.Labels[label.Spec]; got != r.digest {
 		var diffs []string
-		if c.Config.Image != r.spec.Image {
+		if !dockerapi.SameRef(c.Config.Image, r.spec.Image) {
 			diffs = append(diffs, fmt.Sprintf("image %q, asked %q", c.Config.Image, r.spec.Image))
 		}
 		if c.Config.WorkingDir != r.workdir {
@@ -757,7 +759,8 @@ func (p *Provider) find(ctx context.Context, id domain.ID) (dockerapi.ContainerJ
 	return c, nil
 }
 
-// Export implements sandbox.Provider.
+// Export implements sandbox.Provider. The archive has the same shape on
+// every engine (see exportShape).
 func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string) (io.ReadCloser, error) {
 	if err := sessionID.Validate(); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
@@ -769,14 +772,14 @@ func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string)
 	if err != nil {
 		return nil, err
 	}
-	rc, _, err := p.eng.ArchiveGet(ctx, c.ID, root)
+	rc, st, err := p.eng.ArchiveGet(ctx, c.ID, root)
 	if errors.Is(err, dockerapi.ErrNotFound) {
 		return nil, fmt.Errorf("docker: export %s: %w", root, sandbox.ErrFileNotExist)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("docker: export %s: %w", root, err)
 	}
-	return rc, nil
+	return exportShape(rc, st, root)
 }
 
 // Owned implements sandbox.Provider. It lists every session that has a
@@ -788,17 +791,16 @@ func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string)
 // reap (a create the dead process had in flight completes after the
 // restarted one's Reap; a Reap killed before the network's removal).
 func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
-	f := dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession))
-	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
+	cs, err := p.sessionContainers(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("docker: list sandboxes: %w", err)
+		return nil, err
 	}
 	if len(cs) == 0 {
 		if err := p.removeNetworkIfUnused(ctx); err != nil {
 			return nil, err
 		}
 	}
-	vs, err := p.eng.VolumeList(ctx, f)
+	vs, err := p.eng.VolumeList(ctx, dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession)))
 	if err != nil {
 		return nil, fmt.Errorf("docker: list volumes: %w", err)
 	}
@@ -886,6 +888,9 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	}
 	late := false
 	for _, v := range vols {
+		if !p.ours(v.Labels, id) {
+			continue // the engine's filter matched loosely
+		}
 		for {
 			err := p.eng.VolumeRemove(rctx, v.Name, true)
 			if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
@@ -917,6 +922,17 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	p.mu.Unlock()
 	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
 	return nil
+}
+
+// sessionContainers lists the owner's session containers (sandboxes and
+// keepers) in any state, checking the engine's filter again (label.Has).
+func (p *Provider) sessionContainers(ctx context.Context) ([]dockerapi.ContainerSummary, error) {
+	want := label.Base(p.owner, label.KindSession)
+	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list sandboxes: %w", err)
+	}
+	return slices.DeleteFunc(cs, func(c dockerapi.ContainerSummary) bool { return !label.Has(c.Labels, want) }), nil
 }
 
 // removeListed removes the containers the engine lists for session id.
