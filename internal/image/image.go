@@ -257,7 +257,7 @@ func hasAll(have, want []string) bool {
 	for _, w := range want {
 		found := false
 		for _, h := range have {
-			found = found || h == w
+			found = found || dockerapi.SameRef(h, w)
 		}
 		if !found {
 			return false
@@ -491,12 +491,13 @@ func sortInfos(infos []Info) {
 	})
 }
 
-// cleanTags drops the engine's "<none>:<none>" and sorts.
+// cleanTags drops the engine's "<none>:<none>", spells each tag as
+// dockerapi.ShortRef does (one spelling on every engine), and sorts.
 func cleanTags(tags []string) []string {
 	out := make([]string, 0, len(tags))
 	for _, t := range tags {
 		if t != "<none>:<none>" {
-			out = append(out, t)
+			out = append(out, dockerapi.ShortRef(t))
 		}
 	}
 	sort.Strings(out)
