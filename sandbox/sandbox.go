@@ -157,7 +157,9 @@ type Spec struct {
 	Workdir string
 	// Env is the environment of every command, in addition to what the
 	// image sets and what the backend must set (PATH, HOME and HOSTNAME
-	// when nothing else sets them). The host's environment never leaks in.
+	// when nothing else sets them; container=stockade and TERM=dumb unless
+	// Env names them, so that no engine chooses them). The host's
+	// environment never leaks in.
 	// Names must pass ValidEnvName and not be ReservedEnvName; values may
 	// not hold NUL. See ValidateEnv.
 	Env map[string]string

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -68,7 +69,8 @@ type Spec struct {
 	Cmd   []string // argv; empty keeps the image's
 	// Env is the whole environment: the host's never leaks in. The engine
 	// adds the image's own Env under it (images Stockade builds set PATH,
-	// GOROOT, GOTOOLCHAIN=local and CGO_ENABLED=0); a name in Env wins.
+	// GOROOT, GOTOOLCHAIN=local and CGO_ENABLED=0), and Config adds
+	// EngineEnv(); a name in Env wins.
 	Env     map[string]string
 	User    string // "uid:gid"; empty means NobodyUser
 	Workdir string // absolute; empty keeps the image's
@@ -213,8 +215,10 @@ func (m Mount) tmpfsOptions() string {
 
 // envList renders env sorted, refusing names the engine would misread.
 func envList(env map[string]string) ([]string, error) {
-	out := make([]string, 0, len(env))
-	for k, v := range env {
+	all := EngineEnv()
+	maps.Copy(all, env)
+	out := make([]string, 0, len(all))
+	for k, v := range all {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("%w: environment name %q", ErrInvalidSpec, k)
 		}
@@ -225,6 +229,17 @@ func envList(env map[string]string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// EngineEnv returns what Config puts in every container's environment unless
+// Spec.Env names it: the variables an engine would otherwise choose. Podman
+// adds container=podman and TERM=xterm to every container, Docker neither;
+// set here, the environment, and so what code in the container sees, is
+// the same on both. container is the systemd container interface's name of
+// the implementation; TERM=dumb says what a command's output is: a pipe,
+// no terminal.
+func EngineEnv() map[string]string {
+	return map[string]string{"container": "stockade", "TERM": "dumb"}
 }
 
 // RandomName returns NamePrefix + kind + "-" + 12 random hex digits.

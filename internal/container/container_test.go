@@ -29,8 +29,8 @@ func TestConfigLockedDownByDefault(t *testing.T) {
 	if h.Memory != SessionMemoryBytes || h.MemorySwap != h.Memory || h.NanoCPUs != SessionNanoCPUs || h.PidsLimit == nil || *h.PidsLimit != SessionPidsLimit {
 		t.Errorf("limits = mem %d swap %d cpu %d pids %v", h.Memory, h.MemorySwap, h.NanoCPUs, h.PidsLimit)
 	}
-	if len(cfg.Env) != 0 {
-		t.Errorf("Env = %v; want empty", cfg.Env)
+	if want := []string{"TERM=dumb", "container=stockade"}; !reflect.DeepEqual(cfg.Env, want) {
+		t.Errorf("Env = %v; want %v (EngineEnv only)", cfg.Env, want)
 	}
 	if !reflect.DeepEqual(h.Ulimits, ulimits()) || len(h.Ulimits) == 0 {
 		t.Errorf("Ulimits = %v; want %v", h.Ulimits, ulimits())
@@ -40,7 +40,7 @@ func TestConfigLockedDownByDefault(t *testing.T) {
 func TestConfigMountsAndEnv(t *testing.T) {
 	s := Spec{
 		Image: "img",
-		Env:   map[string]string{"B": "2", "A": "1"},
+		Env:   map[string]string{"B": "2", "A": "1", "TERM": "xterm"},
 		Mounts: []Mount{
 			{Type: Bind, Source: "/src", Target: "/work"},
 			{Type: Volume, Source: "vol", Target: "/data", Writable: true},
@@ -53,7 +53,7 @@ func TestConfigMountsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(cfg.Env, []string{"A=1", "B=2"}) {
+	if !reflect.DeepEqual(cfg.Env, []string{"A=1", "B=2", "TERM=xterm", "container=stockade"}) {
 		t.Errorf("Env = %v", cfg.Env)
 	}
 	m := cfg.HostConfig.Mounts

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,6 +267,7 @@ func TestEnv_FromScratchInEveryProfile(t *testing.T) {
 			t.Errorf("%s: the host's token leaked:\n%s", j.Profile, res.Stdout)
 		}
 		want := Env(j.Profile, r.Config())
+		maps.Copy(want, container.EngineEnv())
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("%s: %s=%q; want %q", j.Profile, k, got[k], v)

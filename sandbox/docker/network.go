@@ -9,8 +9,10 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -18,7 +20,9 @@ import (
 // on first need and removed by the Reap (or Destroy) that leaves the owner
 // without session containers. Inter-container traffic is disabled on it, so
 // sandboxes cannot reach one another; they still reach the host's addresses
-// through the gateway, and the outside world through the host's NAT.
+// through the gateway, and the outside world through the host's NAT. An
+// engine that does not keep that setting (Podman 4 ignores the option) gets
+// NetUnrestricted refused with sandbox.ErrNetworkingUnsupported.
 //
 // Docker's default address pools run out after about 30 networks, so the
 // network takes a /24 (ownerSubnetBits) of Config.SubnetPool itself: the
@@ -63,12 +67,27 @@ func (p *Provider) networkName() string {
 }
 
 // ownNetwork reports whether n is this owner's sandbox network as
-// networkFor makes it: our labels, a bridge that is not internal, and
-// inter-container traffic disabled.
+// networkFor makes it: our labels and a bridge that is not internal. Only
+// one that also isolates is used.
 func (p *Provider) ownNetwork(n dockerapi.Network) bool {
 	l := n.Labels
-	return l[label.Managed] == label.ManagedValue && l[label.Owner] == p.owner && l[label.Kind] == label.KindSession &&
-		l[label.Session] == "" && n.Driver == "bridge" && !n.Internal && n.Options[iccOption] == "false"
+	return label.Has(l, label.Base(p.owner, label.KindSession)) && l[label.Session] == "" &&
+		n.Driver == "bridge" && !n.Internal
+}
+
+// isolates reports whether the engine kept inter-container traffic
+// disabled on n. Podman 4 does not know the option: it creates the
+// network without it (with a warning) and containers on it reach each
+// other, so sandboxes on it could too.
+func isolates(n dockerapi.Network) bool {
+	return n.Options[iccOption] == "false"
+}
+
+// errNoIsolation is networkFor's refusal on an engine that does not
+// isolate the containers of a bridge (Podman 4).
+func (p *Provider) errNoIsolation(name string) error {
+	return fmt.Errorf("docker: networking %q: the engine did not keep %s=false on network %s, so sandboxes on it could reach each other (Podman cannot disable traffic between the containers of a network): %w",
+		domain.NetUnrestricted, iccOption, name, sandbox.ErrNetworkingUnsupported)
 }
 
 // findNetwork returns the network named name, or ErrNotFound. The engine's
@@ -95,7 +114,10 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 		n, err := p.findNetwork(ctx, name)
 		if err == nil {
 			if !p.ownNetwork(n) {
-				return "", fmt.Errorf("docker: network %s exists but is not this owner's sandbox network (labels, driver or inter-container setting differ); refusing to attach sandboxes to it", name)
+				return "", fmt.Errorf("docker: network %s exists but is not this owner's sandbox network (labels or driver differ); refusing to attach sandboxes to it", name)
+			}
+			if !isolates(n) {
+				return "", p.errNoIsolation(name)
 			}
 			return name, nil
 		}
@@ -117,7 +139,9 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 		switch {
 		case err == nil:
 			p.log.Info("network created", "network", name, "subnet", subnet.String())
-			return name, nil
+			// What the engine made, not what was asked, decides: look
+			// again (a Reap elsewhere may already have removed it).
+			continue
 		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
 			// The name (another process made the network) or the subnet
 			// (another network took it) went meanwhile: look again.
@@ -193,9 +217,9 @@ func (p *Provider) removeNetworkIfUnused(ctx context.Context) error {
 	if !p.ownNetwork(n) {
 		return nil // not ours to remove
 	}
-	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession))})
+	cs, err := p.sessionContainers(ctx)
 	if err != nil {
-		return fmt.Errorf("docker: list sandboxes: %w", err)
+		return err
 	}
 	if len(cs) > 0 {
 		return nil

@@ -19,6 +19,28 @@ type Version struct {
 	Os            string `json:"Os"`
 	Arch          string `json:"Arch"`
 	KernelVersion string `json:"KernelVersion"`
+	// Components name the engine's parts: Docker's "Engine", Podman's
+	// "Podman Engine", and their runtimes.
+	Components []Component `json:"Components"`
+}
+
+// Component is one part of the engine, as Version lists it.
+type Component struct {
+	Name    string `json:"Name"`
+	Version string `json:"Version"`
+}
+
+// Podman reports whether the engine is Podman (its compatibility API),
+// by the component it lists. Stockade decides nothing by it: where Podman
+// behaves otherwise, the backend checks the behaviour itself; tests use
+// it to know which behaviour to expect.
+func (v Version) Podman() bool {
+	for _, c := range v.Components {
+		if c.Name == "Podman Engine" {
+			return true
+		}
+	}
+	return false
 }
 
 // Version returns the engine's version.

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 )
 
@@ -61,6 +62,11 @@ type Harness struct {
 	// Timeout bounds each engine operation of the suite; zero means 3
 	// minutes.
 	Timeout time.Duration
+	// NetUnrestrictedRefused says the backend, on this engine, cannot keep
+	// NetUnrestricted sandboxes from reaching each other and so refuses
+	// them: the suite then checks that Provision answers
+	// sandbox.ErrNetworkingUnsupported and leaves nothing.
+	NetUnrestrictedRefused bool
 }
 
 // run is the state one Run shares among its subtests.
@@ -474,8 +480,18 @@ func testEnvironment(t *testing.T, r *run) {
 	if env["GREETING"] != "hello world" || env["EMPTY"] != "" {
 		t.Errorf("env = %q; want GREETING and EMPTY from the spec", env)
 	}
+	// What the backend sets so that no engine chooses it (Podman would
+	// add container=podman and TERM=xterm, Docker neither).
+	for k, v := range container.EngineEnv() {
+		if env[k] != v {
+			t.Errorf("env %s=%q; want %q, whatever the engine", k, env[k], v)
+		}
+	}
 	// What a backend and a shell may add; nothing else.
-	allowed := map[string]bool{"GREETING": true, "EMPTY": true, "PATH": true, "HOME": true, "HOSTNAME": true, "PWD": true, "SHLVL": true, "OLDPWD": true, "TERM": true}
+	allowed := map[string]bool{"GREETING": true, "EMPTY": true, "PATH": true, "HOME": true, "HOSTNAME": true, "PWD": true, "SHLVL": true, "OLDPWD": true}
+	for k := range container.EngineEnv() {
+		allowed[k] = true
+	}
 	for k := range env {
 		if !allowed[k] {
 			t.Errorf("env holds %s=%q; want only Spec.Env and what the backend must set", k, env[k])
@@ -497,6 +513,18 @@ func testNetNone(t *testing.T, r *run) {
 }
 
 func testNetUnrestricted(t *testing.T, r *run) {
+	if r.h.NetUnrestrictedRefused {
+		ctx, cancel := r.ctx()
+		defer cancel()
+		spec := sandbox.Spec{SessionID: r.id("net"), Image: r.h.Image, Networking: domain.Networking{Type: domain.NetUnrestricted}}
+		if _, err := r.h.Provider.Provision(ctx, spec); !errors.Is(err, sandbox.ErrNetworkingUnsupported) {
+			t.Errorf("Provision(NetUnrestricted) = %v; want ErrNetworkingUnsupported (the harness says this engine cannot isolate it)", err)
+		}
+		if slices.Contains(owned(t, r.h.Provider), spec.SessionID) {
+			t.Errorf("a refused Provision left session %s", spec.SessionID)
+		}
+		return
+	}
 	sb := r.provision(t, "net", func(s *sandbox.Spec) { s.Networking = domain.Networking{Type: domain.NetUnrestricted} })
 	out := sh(t, sb, "cat /proc/net/dev")
 	if !strings.Contains(out, "eth0:") {
