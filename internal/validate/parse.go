@@ -86,7 +86,7 @@ func checkOf(out Output, r *testjson.Report) report.Check {
 }
 
 func findingOf(f testjson.Finding) report.Finding {
-	f = cgoKind(f)
+	f = envKind(f)
 	return report.Finding{Key: f.Key, Kind: string(f.Kind), Package: f.Package, Test: f.Test, File: f.File,
 		Line: f.Line, Col: f.Col, Message: f.Message, Detail: f.Detail}
 }

@@ -1,0 +1,60 @@
+package validate
+
+import (
+	"regexp"
+
+	"github.com/stockade/stockade/internal/testjson"
+)
+
+// Finding kinds for failures the sandbox's environment causes where a
+// developer's machine would not: the module is not wrong, its build or
+// tests need something the sandbox does not give. Naming them keeps a
+// report from presenting them as plain build or test failures.
+const (
+	// KindMissingCHeader: the C compiler did not find a header (the
+	// image has gcc and libc; a library's -dev package is not there).
+	KindMissingCHeader = "missing_c_header"
+	// KindMissingCLibrary: the linker did not find a library (-lname).
+	KindMissingCLibrary = "missing_c_library"
+	// KindWritesSource: a test wrote into the module's directory, which
+	// the sandbox mounts read-only.
+	KindWritesSource = "writes_source"
+	// KindNeedsNetwork: a test reached for the network; the execute
+	// profile has none.
+	KindNeedsNetwork = "needs_network"
+)
+
+var (
+	// gcc: "fatal error: sqlite3.h: No such file or directory".
+	missingHeaderRE = regexp.MustCompile(`fatal error: ([^:\s]+\.h[a-z]*): No such file or directory`)
+	// ld: "cannot find -lsqlite3" (binutils 2.40: ": No such file or
+	// directory" follows).
+	missingLibraryRE = regexp.MustCompile(`cannot find -l([A-Za-z0-9_.+-]+)`)
+	// The kernel's EROFS, as Go prints it.
+	readOnlyRE = regexp.MustCompile(`read-only file system`)
+	// What a dial or lookup says in a network namespace with only
+	// loopback: no route, or no resolver.
+	noNetworkRE = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable))`)
+)
+
+// envKind returns f with its kind set to one of the environment kinds
+// above when its message or output is the C compiler's, the linker's or
+// the kernel's complaint they name, and its key recomputed; any other
+// finding is returned as it is.
+func envKind(f testjson.Finding) testjson.Finding {
+	text := f.Message + "\n" + f.Detail
+	switch {
+	case missingHeaderRE.MatchString(f.Message):
+		f.Kind = KindMissingCHeader
+	case missingLibraryRE.MatchString(f.Message):
+		f.Kind = KindMissingCLibrary
+	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && readOnlyRE.MatchString(text):
+		f.Kind = KindWritesSource
+	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && noNetworkRE.MatchString(text):
+		f.Kind = KindNeedsNetwork
+	default:
+		return f
+	}
+	f.Key = testjson.Key(f)
+	return f
+}

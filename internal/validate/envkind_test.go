@@ -1,0 +1,38 @@
+package validate
+
+import (
+	"testing"
+
+	"github.com/stockade/stockade/internal/testjson"
+)
+
+func TestEnvKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind    testjson.Kind
+		message string
+		detail  string
+		want    testjson.Kind
+	}{
+		{testjson.KindBuild, "fatal error: sqlite3.h: No such file or directory", "", KindMissingCHeader},
+		{testjson.KindVet, "fatal error: gpgme/gpgme.h: No such file or directory", "", KindMissingCHeader},
+		{testjson.KindPackage, "/usr/bin/ld: cannot find -lsqlite3: No such file or directory", "", KindMissingCLibrary},
+		{testjson.KindBuild, "error: expected expression before ';' token", "", testjson.KindBuild},
+		{testjson.KindTest, "open testdata/x.h: no such file or directory", "", testjson.KindTest},
+		{testjson.KindPackage, "<time> Error building plugin: exit status 1", "go build command-line-arguments: copying /tmp/a.out.so: open plugin.so: read-only file system", KindWritesSource},
+		{testjson.KindTest, "open log.txt: read-only file system", "", KindWritesSource},
+		{testjson.KindBuild, "open x: read-only file system", "", testjson.KindBuild},
+		{testjson.KindTest, "Get \"https://example.com\": dial tcp: lookup example.com on 127.0.0.11:53: no such host", "", KindNeedsNetwork},
+		{testjson.KindTest, "dial tcp 93.184.216.34:443: connect: network is unreachable", "", KindNeedsNetwork},
+		{testjson.KindTest, "dial tcp 127.0.0.1:8080: connect: connection refused", "", testjson.KindTest},
+	} {
+		in := testjson.Finding{Kind: tc.kind, Package: "m", Message: tc.message, Detail: tc.detail}
+		in.Key = testjson.Key(in)
+		got := envKind(in)
+		if got.Kind != tc.want {
+			t.Errorf("envKind(%s %q).Kind = %s; want %s", tc.kind, tc.message, got.Kind, tc.want)
+		}
+		if (got.Key == in.Key) != (tc.want == tc.kind) {
+			t.Errorf("envKind(%q): key %s from %s; want it recomputed exactly when the kind changes", tc.message, got.Key, in.Key)
+		}
+	}
+}
