@@ -61,9 +61,8 @@ refer to the image by that ID. Build prints it, tags the image
 stockade/go:<version>-local (stockade/base:local with -base), and does not
 upload anything when the engine already has the image.
 
-List shows the images Stockade built, with their Go version and the digest
-of the inputs they were built from, and the pinned toolchain images of the
-image table that the engine has.
+List shows the images Stockade built, with their Go version, whether they
+carry the C toolchain, and the digest of the inputs they were built from.
 
 The engine is found like the docker CLI finds it: DOCKER_HOST, else the
 usual socket paths.
@@ -243,12 +242,13 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 
 // listOutput is the -json form of one listed image.
 type listOutput struct {
-	ID        string   `json:"id"`
-	Tags      []string `json:"tags"`
-	GoVersion string   `json:"go_version,omitempty"`
-	SizeBytes int64    `json:"size_bytes"`
-	Inputs    string   `json:"inputs,omitempty"`
-	Pinned    string   `json:"pinned,omitempty"`
+	ID         string   `json:"id"`
+	Tags       []string `json:"tags"`
+	GoVersion  string   `json:"go_version,omitempty"`
+	SizeBytes  int64    `json:"size_bytes"`
+	Inputs     string   `json:"inputs,omitempty"`
+	CToolchain string   `json:"c_toolchain,omitempty"`
+	Pinned     string   `json:"pinned,omitempty"`
 }
 
 func imageList(ctx context.Context, env *cmdEnv, o imageOpts) error {
@@ -271,12 +271,12 @@ func imageList(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	if o.json {
 		out := make([]listOutput, 0, len(infos))
 		for _, in := range infos {
-			out = append(out, listOutput{ID: in.ID, Tags: in.Tags, GoVersion: in.GoVersion, SizeBytes: in.Size, Inputs: in.Inputs, Pinned: in.Pinned})
+			out = append(out, listOutput{ID: in.ID, Tags: in.Tags, GoVersion: in.GoVersion, SizeBytes: in.Size, Inputs: in.Inputs, CToolchain: in.CToolchain, Pinned: in.Pinned})
 		}
 		return imageWriteJSON(env, out)
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTAGS\tGO\tSIZE\tBUILT FROM")
+	fmt.Fprintln(tw, "ID\tTAGS\tGO\tCGO\tSIZE\tBUILT FROM")
 	for _, in := range infos {
 		tags := strings.Join(in.Tags, ",")
 		if tags == "" {
@@ -290,7 +290,14 @@ func imageList(ctx context.Context, env *cmdEnv, o imageOpts) error {
 		if in.Pinned != "" {
 			from = "pinned " + in.Pinned
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", imageShortID(in.ID), tags, gov, imageBytes(in.Size), from)
+		cgo := "-"
+		switch {
+		case in.CToolchain != "":
+			cgo = "yes"
+		case in.GoVersion != "" && in.Pinned == "":
+			cgo = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", imageShortID(in.ID), tags, gov, cgo, imageBytes(in.Size), from)
 	}
 	tw.Flush()
 	return nil
