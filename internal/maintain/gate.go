@@ -165,7 +165,12 @@ func admit(before, after *manifest, target module.Version, cl closure) *Refusal 
 			if !b.indirect {
 				return refuse(RuleDirect, mv.Path, "the direct dependency %s was removed", mv.Path)
 			}
-			return refuse(RuleDown, mv.Path, "%s@%s was removed", mv.Path, b.version)
+			// go get drops an indirect requirement another one implies;
+			// admitted only when the target's own requirements imply it
+			// at that version or higher, so nothing selected moved down.
+			if need, ok := cl[mv.Path]; !ok || semver.Compare(need, b.version) < 0 {
+				return refuse(RuleDown, mv.Path, "%s@%s was removed, and the requirements of %s do not keep it at that version (%s)", mv.Path, b.version, target, explain(need, ok))
+			}
 		case !had && !a.indirect:
 			return refuse(RuleDirect, mv.Path, "the direct dependency %s@%s was added", mv.Path, a.version)
 		case had && b.indirect != a.indirect:

@@ -33,7 +33,8 @@ func TestMaintain_Admit(t *testing.T) {
 	cl := closure{"example.com/x": "v1.2.0", "example.com/n": "v1.0.0"}
 	for _, tc := range []struct {
 		name, after string
-		rule, mod   string // "" admitted
+		rule, mod   string  // "" admitted
+		cl          closure // nil: the one above
 	}{
 		{"target only", `module example.com/app
 go 1.24
@@ -41,7 +42,7 @@ require (
 	example.com/t v1.1.0
 	example.com/d v1.0.0
 	example.com/x v1.0.0 // indirect
-)`, "", ""},
+)`, "", "", nil},
 		{"increase explained by the closure", `module example.com/app
 go 1.24
 require (
@@ -49,47 +50,53 @@ require (
 	example.com/d v1.0.0
 	example.com/x v1.2.0 // indirect
 	example.com/n v1.0.0 // indirect
-)`, "", ""},
+)`, "", "", nil},
 		{"increase beyond the closure", `module example.com/app
 go 1.24
 require (
 	example.com/t v1.1.0
 	example.com/d v1.0.0
 	example.com/x v1.3.0 // indirect
-)`, RuleClosure, "example.com/x"},
+)`, RuleClosure, "example.com/x", nil},
 		{"direct outside the closure moved up", `module example.com/app
 go 1.24
 require (
 	example.com/t v1.1.0
 	example.com/d v1.0.1
 	example.com/x v1.0.0 // indirect
-)`, RuleClosure, "example.com/d"},
+)`, RuleClosure, "example.com/d", nil},
 		{"target elsewhere", `module example.com/app
 go 1.24
 require (
 	example.com/t v1.2.0
 	example.com/d v1.0.0
 	example.com/x v1.0.0 // indirect
-)`, RuleTarget, "example.com/t"},
+)`, RuleTarget, "example.com/t", nil},
 		{"moved down", `module example.com/app
 go 1.24
 require (
 	example.com/t v1.1.0
 	example.com/d v0.9.0
 	example.com/x v1.0.0 // indirect
-)`, RuleDown, "example.com/d"},
-		{"indirect removed", `module example.com/app
+)`, RuleDown, "example.com/d", nil},
+		{"indirect removed, the closure keeps it higher", `module example.com/app
 go 1.24
 require (
 	example.com/t v1.1.0
 	example.com/d v1.0.0
-)`, RuleDown, "example.com/x"},
+)`, "", "", nil},
+		{"indirect removed, nothing keeps it", `module example.com/app
+go 1.24
+require (
+	example.com/t v1.1.0
+	example.com/d v1.0.0
+)`, RuleDown, "example.com/x", closure{}},
 		{"direct removed", `module example.com/app
 go 1.24
 require (
 	example.com/t v1.1.0
 	example.com/x v1.0.0 // indirect
-)`, RuleDirect, "example.com/d"},
+)`, RuleDirect, "example.com/d", nil},
 		{"direct added", `module example.com/app
 go 1.24
 require (
@@ -97,14 +104,14 @@ require (
 	example.com/d v1.0.0
 	example.com/n v1.0.0
 	example.com/x v1.0.0 // indirect
-)`, RuleDirect, "example.com/n"},
+)`, RuleDirect, "example.com/n", nil},
 		{"go directive", `module example.com/app
 go 1.25
 require (
 	example.com/t v1.1.0
 	example.com/d v1.0.0
 	example.com/x v1.0.0 // indirect
-)`, RuleGo, "example.com/t"},
+)`, RuleGo, "example.com/t", nil},
 		{"toolchain added", `module example.com/app
 go 1.24
 toolchain go1.26.1
@@ -112,7 +119,7 @@ require (
 	example.com/t v1.1.0
 	example.com/d v1.0.0
 	example.com/x v1.0.0 // indirect
-)`, RuleToolchain, "example.com/t"},
+)`, RuleToolchain, "example.com/t", nil},
 		{"replace added", `module example.com/app
 go 1.24
 require (
@@ -120,17 +127,21 @@ require (
 	example.com/d v1.0.0
 	example.com/x v1.0.0 // indirect
 )
-replace example.com/d => example.com/fork v1.0.0`, RuleReplace, "example.com/app"},
+replace example.com/d => example.com/fork v1.0.0`, RuleReplace, "example.com/app", nil},
 		{"module path", `module example.com/other
 go 1.24
 require (
 	example.com/t v1.1.0
 	example.com/d v1.0.0
 	example.com/x v1.0.0 // indirect
-)`, RuleModule, "example.com/app"},
+)`, RuleModule, "example.com/app", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ref := admit(mustManifest(t, baseMod), mustManifest(t, tc.after), target, cl)
+			c := cl
+			if tc.cl != nil {
+				c = tc.cl
+			}
+			ref := admit(mustManifest(t, baseMod), mustManifest(t, tc.after), target, c)
 			switch {
 			case tc.rule == "" && ref != nil:
 				t.Errorf("admit = %v (%s %s); want admitted", ref, ref.Rule, ref.Module)
