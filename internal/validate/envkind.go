@@ -22,6 +22,9 @@ const (
 	// KindNeedsNetwork: a test reached for the network; the execute
 	// profile has none.
 	KindNeedsNetwork = "needs_network"
+	// KindMissingProgram: a test ran a program the image does not have
+	// (it holds Go, busybox's applets and, with cgo, the C toolchain).
+	KindMissingProgram = "missing_program"
 )
 
 var (
@@ -34,6 +37,8 @@ var (
 	readOnlyRE = regexp.MustCompile(`read-only file system`)
 	// What a dial or lookup says in a network namespace with only
 	// loopback: no route, or no resolver.
+	// os/exec's ErrNotFound, as it prints it.
+	missingProgramRE = regexp.MustCompile(`exec: "[^"]+": executable file not found in \$PATH`)
 	noNetworkRE = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable))`)
 )
 
@@ -52,6 +57,8 @@ func envKind(f testjson.Finding) testjson.Finding {
 		f.Kind = KindWritesSource
 	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && noNetworkRE.MatchString(text):
 		f.Kind = KindNeedsNetwork
+	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && missingProgramRE.MatchString(text):
+		f.Kind = KindMissingProgram
 	default:
 		return f
 	}

@@ -24,6 +24,7 @@ func TestEnvKind(t *testing.T) {
 		{testjson.KindTest, "Get \"https://example.com\": dial tcp: lookup example.com on 127.0.0.11:53: no such host", "", KindNeedsNetwork},
 		{testjson.KindTest, "dial tcp 93.184.216.34:443: connect: network is unreachable", "", KindNeedsNetwork},
 		{testjson.KindTest, "dial tcp 127.0.0.1:8080: connect: connection refused", "", testjson.KindTest},
+		{testjson.KindTest, "err: exec: \"getent\": executable file not found in $PATH", "", KindMissingProgram},
 	} {
 		in := testjson.Finding{Kind: tc.kind, Package: "m", Message: tc.message, Detail: tc.detail}
 		in.Key = testjson.Key(in)
