@@ -35,10 +35,10 @@ var (
 	missingLibraryRE = regexp.MustCompile(`cannot find -l([A-Za-z0-9_.+-]+)`)
 	// The kernel's EROFS, as Go prints it.
 	readOnlyRE = regexp.MustCompile(`read-only file system`)
-	// What a dial or lookup says in a network namespace with only
-	// loopback: no route, or no resolver.
 	// os/exec's ErrNotFound, as it prints it.
 	missingProgramRE = regexp.MustCompile(`exec: "[^"]+": executable file not found in \$PATH`)
+	// What a dial or lookup says in a network namespace with only
+	// loopback: no route, or no resolver.
 	noNetworkRE      = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable))`)
 )
 
