@@ -39,7 +39,7 @@ var (
 	missingProgramRE = regexp.MustCompile(`exec: "[^"]+": executable file not found in \$PATH`)
 	// What a dial or lookup says in a network namespace with only
 	// loopback: no route, or no resolver.
-	noNetworkRE      = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable))`)
+	noNetworkRE = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable))`)
 )
 
 // envKind returns f with its kind set to one of the environment kinds
