@@ -33,10 +33,10 @@ const maxDetail = 4 << 10
 func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each), Timings: []report.Phase{}}
 	st := &steps{log: x.log.With("candidate", c.Path+"@"+c.Version), phases: &a.Timings}
-	defer st.end()
 	target := module.Version{Path: c.Path, Version: c.Version}
 	tree := "" // the validated tree, once the upgraded manifests exist
 	end := func(out Outcome, format string, args ...any) Attempt {
+		st.end() // the last step's time, before a is returned
 		a.Outcome, a.Reason = out, fmt.Sprintf(format, args...)
 		a.Evidence = &Evidence{Tree: tree, Parent: x.snap.Commit, ConfigHash: hashOf(x.config), ImageID: x.img.ID}
 		return a
@@ -45,7 +45,9 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 		x.log.Warn("attempt failed", "err", err)
 		return end(ValidationInconclusive, "stockade failed: %v", err)
 	}
-	timedOut := func() Attempt { return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur) }
+	timedOut := func() Attempt {
+		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
+	}
 
 	st.begin("stage") // budget: stageBudget
 	d, ok := x.clock.step(stageBudget)

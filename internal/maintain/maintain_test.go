@@ -20,6 +20,12 @@ func TestMaintain_Fixtures(t *testing.T) {
 			if a.To != "v1.0.1" || a.Proposal == nil || !strings.HasPrefix(a.Proposal.Ref, ProposalRefPrefix) {
 				t.Errorf("attempt %+v; want a proposal of greet v1.0.1", a)
 			}
+			if n := len(a.Timings); n == 0 || a.Timings[n-1].Name != "proposal" {
+				t.Errorf("attempt timings %+v; want every step, the proposal last", a.Timings)
+			}
+			if a.Evidence == nil || a.Evidence.Tree == "" || a.Evidence.ImageID != r.Image.ID {
+				t.Errorf("evidence %+v; want the validated tree and the image", a.Evidence)
+			}
 		}},
 		{"maintain-build-break", Options{}, Regressed, func(t *testing.T, r *Report) {
 			a := r.Attempts[0]
