@@ -183,7 +183,10 @@ func maintainFixture(t *testing.T, name string, o Options) (*Report, string) {
 	eng, proxy, dataDir := engine(t)
 	dir := fixtureRepo(t, name)
 	before := state(t, dir)
-	o.Dir, o.FixtureProxy, o.DataDir, o.LockTimeout = dir, proxy, dataDir, 10*time.Minute
+	o.Dir, o.DataDir, o.LockTimeout = dir, dataDir, 10*time.Minute
+	if o.Proxy == "" {
+		o.FixtureProxy = proxy
+	}
 	if o.Owner == "" {
 		o.Owner = enginetest.Owner(t)
 	}

@@ -77,6 +77,12 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("attempt %+v; want no proposal, the timeout named", a)
 			}
 		}},
+		// A proxy that refuses every connection: nothing can be had.
+		{"maintain-patch", Options{Proxy: "http://127.0.0.1:9"}, AcquisitionFailed, func(t *testing.T, r *Report) {
+			if len(r.Attempts) != 0 || !strings.Contains(r.Reason, "could not be downloaded") {
+				t.Errorf("reason %q, attempts %+v; want the baseline's acquisition named", r.Reason, r.Attempts)
+			}
+		}},
 		{"maintain-each", Options{Each: true}, ProposalPrepared, func(t *testing.T, r *Report) {
 			var got []string
 			for _, a := range r.Attempts {
