@@ -140,3 +140,29 @@ func TestMaintain_ValidatedTreeIsGits(t *testing.T) {
 		}
 	}
 }
+
+// TestMaintain_RefusesBeforeAnyContainer: a directory that is not a git
+// checkout, and a checkout with uncommitted changes to tracked files, are
+// refused (exit 2, naming the files) without an engine; the checkout is
+// left as it was.
+func TestMaintain_RefusesBeforeAnyContainer(t *testing.T) {
+	plain := t.TempDir()
+	os.WriteFile(filepath.Join(plain, "go.mod"), []byte("module example.com/m\n\ngo 1.24\n"), 0o644)
+	r, err := Maintain(context.Background(), nil, Options{Dir: plain})
+	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || !strings.Contains(r.Reason, "not the top directory of a git checkout") {
+		t.Errorf("Maintain(not a checkout) = %+v, %v; want unsupported", r, err)
+	}
+
+	dir := fixtureRepo(t, "maintain-patch")
+	os.WriteFile(filepath.Join(dir, "hello.go"), []byte("package hello\n"), 0o644)
+	before := state(t, dir)
+	r, err = Maintain(context.Background(), nil, Options{Dir: dir})
+	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || strings.Join(r.Uncommitted, " ") != "hello.go" {
+		t.Errorf("Maintain(uncommitted hello.go) = %+v, %v; want unsupported naming hello.go", r, err)
+	}
+	sameState(t, before, state(t, dir))
+
+	if _, err := Maintain(context.Background(), nil, Options{Dir: dir, Each: true, Branch: "x"}); !errors.Is(err, ErrPolicy) {
+		t.Errorf("Maintain(-each -branch) = %v; want ErrPolicy", err)
+	}
+}

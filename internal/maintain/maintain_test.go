@@ -62,6 +62,11 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("attempts %+v; want none", r.Attempts)
 			}
 		}},
+		{"hang", Options{Timeout: 15 * time.Second}, BaselineInconclusive, func(t *testing.T, r *Report) {
+			if len(r.Attempts) != 0 || !strings.Contains(r.Reason, "timed out") {
+				t.Errorf("reason %q; want the baseline's timeout named", r.Reason)
+			}
+		}},
 		{"maintain-current", Options{}, NoCandidate, func(t *testing.T, r *Report) {
 			if len(r.Candidates) != 1 || r.Candidates[0].Eligible {
 				t.Errorf("candidates %+v; want greet/v2, not eligible", r.Candidates)
