@@ -12,11 +12,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/stockade/stockade/internal/gitcmd"
 )
 
 // ErrBranchExists reports a -branch that already exists: maintain never
@@ -42,20 +43,10 @@ func newGitRepo(dir, home string) *gitRepo {
 }
 
 func (g *gitRepo) run(ctx context.Context, stdin io.Reader, extraEnv []string, args ...string) (string, error) {
-	full := append([]string{"-C", g.dir,
-		"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-		"-c", "safe.directory=*", "-c", "core.quotePath=false",
-		"-c", "i18n.commitEncoding=UTF-8", "-c", "commit.gpgSign=false",
-		"-c", "core.autocrlf=false"}, args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + g.home, "LC_ALL=C", "TZ=UTC",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"}, extraEnv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &capped{w: &stdout, n: maxGitOutput}, &capped{w: &stderr, n: 64 << 10}
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	var stdout bytes.Buffer
+	env := append([]string{"HOME=" + g.home}, extraEnv...)
+	err := gitcmd.Run(ctx, g.dir, gitcmd.Options{Stdin: stdin, Stdout: &capped{w: &stdout, n: maxGitOutput}, Env: env}, args...)
+	return stdout.String(), err
 }
 
 type capped struct {

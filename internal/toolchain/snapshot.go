@@ -9,12 +9,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/stockade/stockade/internal/gitcmd"
 )
 
 // Bounds on a snapshot, so a hostile repository cannot fill the disk.
@@ -319,18 +320,7 @@ func copyEntry(p, name string, t fs.FileMode, w *treeWriter) error {
 // configuration, no prompts, and the repository's own fsmonitor and hooks
 // disabled, so reading an untrusted checkout runs none of its programs.
 func git(ctx context.Context, dir string, stdout io.Writer, args ...string) error {
-	full := append([]string{"-C", dir,
-		"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-		"-c", "safe.directory=*", "-c", "core.quotePath=false"}, args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "LC_ALL=C",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"}
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = stdout, &limitWriter{w: &stderr, n: 64 << 10}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	return gitcmd.Run(ctx, dir, gitcmd.Options{Stdout: stdout}, args...)
 }
 
 func gitOut(ctx context.Context, dir string, args ...string) (string, error) {
@@ -462,17 +452,7 @@ func copyCommit(ctx context.Context, dir, commit string, w *treeWriter) error {
 }
 
 func gitStdin(ctx context.Context, dir string, stdin io.Reader, stdout io.Writer, args ...string) error {
-	full := append([]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "safe.directory=*"}, args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "LC_ALL=C",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"}
-	cmd.Stdin, cmd.Stdout = stdin, stdout
-	var stderr bytes.Buffer
-	cmd.Stderr = &limitWriter{w: &stderr, n: 64 << 10}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	return gitcmd.Run(ctx, dir, gitcmd.Options{Stdin: stdin, Stdout: stdout}, args...)
 }
 
 // copyWorktree copies the files git would commit from the working tree:
