@@ -606,7 +606,7 @@ func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *mad
 			vn := volumeName(name, i)
 			labels := p.labels(r.spec.SessionID)
 			labels[label.CreatedBy] = m.token
-			v, err := p.eng.VolumeCreate(ctx, dockerapi.VolumeCreate{Name: vn, Driver: "local", DriverOpts: r.volOpts[i], Labels: labels})
+			v, err := p.createVolume(ctx, dockerapi.VolumeCreate{Name: vn, Driver: "local", DriverOpts: r.volOpts[i], Labels: labels})
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("docker: create volume %s: %w", vn, err)
@@ -629,6 +629,27 @@ func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *mad
 	}
 	return errors.Join(errs...)
 }
+
+// createVolume creates volume v, or returns the one of its name: the
+// engine answers a create of an existing volume with that volume. Two
+// creates racing for a name both get it from Docker; Podman answers the
+// loser ErrConflict ("volume already exists"), and a create asked again
+// gets the volume.
+func (p *Provider) createVolume(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error) {
+	for attempt := 0; ; attempt++ {
+		got, err := p.eng.VolumeCreate(ctx, v)
+		if !errors.Is(err, dockerapi.ErrConflict) || attempt == maxVolumeAttempts {
+			return got, err
+		}
+		if err := sleep(ctx, time.Duration(attempt+1)*10*time.Millisecond, false); err != nil {
+			return got, err
+		}
+	}
+}
+
+// maxVolumeAttempts bounds how often createVolume asks again after a
+// conflict; the waits add up to about 0.5 s.
+const maxVolumeAttempts = 10
 
 // keep makes sure session r's keeper exists and runs, creating it (and
 // recording it in m) if needed.

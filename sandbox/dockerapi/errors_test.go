@@ -284,6 +284,10 @@ var podmanCalls = map[string]struct {
 		_, err := c.ContainerCreate(ctx, "s1", dockerapi.ContainerConfig{Image: "img"})
 		return err
 	}},
+	"volume-create": {"POST /volumes/create", func(ctx context.Context, c *dockerapi.Client) error {
+		_, err := c.VolumeCreate(ctx, dockerapi.VolumeCreate{Name: "v1"})
+		return err
+	}},
 	"volume-remove": {"DELETE /volumes/v1", func(ctx context.Context, c *dockerapi.Client) error {
 		return c.VolumeRemove(ctx, "v1", false)
 	}},
@@ -332,6 +336,9 @@ func TestPodmanAnswers(t *testing.T) {
 			[]string{"ErrConflict", "ErrNotRunning"}},
 		{"exec start: no such session", "exec-start", 404, podman(404, "no such exec session", "no exec session with ID e1 found: no such exec session"),
 			[]string{"ErrNotFound"}},
+		{"volume create: a concurrent create won", "volume-create", 500, podman(500, "volume already exists",
+			"adding volume to state: name v1 is in use: volume already exists"),
+			[]string{"ErrConflict"}},
 		{"volume remove: in use", "volume-remove", 409, podman(409, "volume is being used",
 			"volume v1 is being used by the following container(s): "+id+": volume is being used"),
 			[]string{"ErrConflict"}},
