@@ -159,9 +159,10 @@ func TestPickImage(t *testing.T) {
 // besides the host's Go.
 const proxyRelease = "1.27.3"
 
-// proxyImage builds the image of proxyRelease, fetched into a toolchain
-// cache the engine tests share across runs (internal/image's tests use the
-// same one), so the download happens once per machine.
+// proxyImage builds the image of proxyRelease with the C toolchain,
+// fetched into a toolchain cache the engine tests share across runs
+// (internal/image's tests use the same one), so the downloads happen once
+// per machine. The tests that use it share its build-cache seed too.
 func proxyImage(t *testing.T, eng image.Engine) image.Result {
 	t.Helper()
 	base, err := os.UserCacheDir()
@@ -171,7 +172,7 @@ func proxyImage(t *testing.T, eng image.Engine) image.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := image.Build(ctx, eng, image.Options{GoVersion: proxyRelease, CacheDir: filepath.Join(base, "stockade-test", "toolchains")})
+	res, err := image.Build(ctx, eng, image.Options{GoVersion: proxyRelease, CToolchain: true, CacheDir: filepath.Join(base, "stockade-test", "toolchains")})
 	if err != nil {
 		t.Fatalf("building the go%s image: %v", proxyRelease, err)
 	}
@@ -181,21 +182,25 @@ func proxyImage(t *testing.T, eng image.Engine) image.Result {
 
 // TestInspect_DirectiveMinor validates a go 1.27 module in the go1.27.3
 // image the test builds, and a go 1.26 module in the host's go1.26 image
-// although the go1.27.3 one is present: each test fails unless it ran on
-// its own minor.
+// although a go1.27.3 one is present: each test fails unless it ran on its
+// own minor. (go 1.27 runs with the C toolchain, go 1.26 without, so that
+// only the seeds TestInspect_Cgo and the fixtures need are built.)
 func TestInspect_DirectiveMinor(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
 	img127 := proxyImage(t, eng)
-	for _, tc := range []struct{ repo, goVersion string }{
-		{"go127", "go" + proxyRelease},
-		{"go126", ""}, // the host's go1.26
+	for _, tc := range []struct {
+		repo, goVersion string
+		cgo             bool
+	}{
+		{"go127", "go" + proxyRelease, true},
+		{"go126", "", false}, // the host's go1.26
 	} {
 		t.Run(tc.repo, func(t *testing.T) {
 			dir, err := filepath.Abs(filepath.Join(repos, tc.repo))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Inspect(context.Background(), eng, InspectOptions{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: DefaultLockTimeout})
+			rep, err := Inspect(context.Background(), eng, InspectOptions{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: DefaultLockTimeout, Cgo: tc.cgo})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,9 +223,11 @@ func TestInspect_DirectiveMinor(t *testing.T) {
 // TestInspect_Cgo validates cgo modules in the image with the C toolchain:
 // one whose C compiles is clean, one whose C does not is failing with the
 // compiler's message, and one that needs a header beyond libc is failing
-// with a finding of its own kind naming the header.
+// with a finding of its own kind naming the header. The fixtures say go
+// 1.27: the go1.27.3 image and its seed are TestInspect_DirectiveMinor's.
 func TestInspect_Cgo(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
+	img := proxyImage(t, eng)
 	for _, tc := range []struct {
 		repo    string
 		verdict report.Verdict
@@ -242,7 +249,7 @@ func TestInspect_Cgo(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("inspect %s: %v, notes %q", tc.repo, time.Since(start), rep.Notes)
-			if rep.Verdict != tc.verdict || rep.Image == nil || !rep.Image.CToolchain {
+			if rep.Verdict != tc.verdict || rep.Image == nil || !rep.Image.CToolchain || rep.Image.ID != img.ID {
 				t.Fatalf("verdict %s, image %+v, refusal %+v, checks %+v; want %s in the C toolchain image", rep.Verdict, rep.Image, rep.Refusal, rep.Checks, tc.verdict)
 			}
 			if tc.kind == "" {

@@ -1,3 +1,3 @@
 module stockade.test/repo/cgo-broken
 
-go 1.26
+go 1.27
