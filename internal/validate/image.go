@@ -60,7 +60,8 @@ type imageRequest struct {
 	Cgo bool
 }
 
-// selectImage is pickImage for a go directive alone.
+// selectImage is pickImage for a go directive alone; a nil table means
+// Releases(ctx, "").
 func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, directive string, pull bool, log *slog.Logger) (imageChoice, error) {
 	return pickImage(ctx, eng, imageRequest{Table: table, Directive: directive, Pull: pull}, log)
 }

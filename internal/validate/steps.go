@@ -9,7 +9,6 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
-	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 )
@@ -35,7 +34,7 @@ func CheckTree(ctx context.Context, dir string, worktree bool, rep *report.Repor
 // directive (the image was chosen for it).
 func CheckSnapshot(snap toolchain.Snapshot, directive string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
 	rep.Source = SourceOf(snap)
-	m, _, err = gomod.Check(snap.Dir, imagetable.Default(), nil)
+	m, _, err = gomod.Check(snap.Dir, Releases(context.Background(), ""), nil)
 	if refusal(rep, m, err) {
 		return m, true, nil
 	}
@@ -54,7 +53,7 @@ func SelectImage(ctx context.Context, eng ImageEngine, directive string, pull bo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ic, err := selectImage(ctx, eng, imagetable.Default(), directive, pull, log)
+	ic, err := selectImage(ctx, eng, nil, directive, pull, log)
 	return ic.img, ic.note, err
 }
 
