@@ -15,8 +15,10 @@
 //
 // Errors from the engine are *Error values carrying the HTTP status and the
 // engine's message; match them with errors.Is against ErrNotFound,
-// ErrConflict, ErrNotRunning and the other sentinels. Callers never need to
-// look at the message text.
+// ErrConflict, ErrNotRunning and the other sentinels. Podman's
+// compatibility API answers some conditions with a 500 and a structured
+// cause; those match the sentinel Docker's status for the same condition
+// would. Callers never need to look at the message text.
 package dockerapi
 
 import (
