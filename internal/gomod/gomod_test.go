@@ -28,25 +28,33 @@ func TestCheck_Fixtures(t *testing.T) {
 		wantGo     string
 		stoodIn    bool
 	}{
-		{repo: "clean", wantGo: "1.24"},
-		{repo: "failing-test", wantGo: "1.24"},
-		{repo: "build-error", wantGo: "1.24"},
-		{repo: "vet-finding", wantGo: "1.24"},
-		{repo: "test-build-error", wantGo: "1.24"},
-		{repo: "hang", wantGo: "1.24"},
-		{repo: "big-output", wantGo: "1.24"},
+		// The table has go 1.26.8 (host) and 1.27.3 (proxy): a 1.24 module
+		// is served by the 1.26 image, which stands in for the missing 1.24.
+		{repo: "clean", wantGo: "1.24", stoodIn: true},
+		{repo: "failing-test", wantGo: "1.24", stoodIn: true},
+		{repo: "build-error", wantGo: "1.24", stoodIn: true},
+		{repo: "vet-finding", wantGo: "1.24", stoodIn: true},
+		{repo: "test-build-error", wantGo: "1.24", stoodIn: true},
+		{repo: "hang", wantGo: "1.24", stoodIn: true},
+		{repo: "big-output", wantGo: "1.24", stoodIn: true},
 		// The maintain fixtures (testdata/README.md): all supported.
-		{repo: "maintain-patch", wantGo: "1.24"},
-		{repo: "maintain-build-break", wantGo: "1.24"},
-		{repo: "maintain-test-break", wantGo: "1.24"},
-		{repo: "maintain-flaky", wantGo: "1.24"},
-		{repo: "maintain-newlang", wantGo: "1.24"},
-		{repo: "maintain-newer-go", wantGo: "1.24"},
-		{repo: "maintain-current", wantGo: "1.24"},
-		{repo: "maintain-each", wantGo: "1.24"},
-		{repo: "maintain-untidy", wantGo: "1.24"},
-		{repo: "maintain-hang", wantGo: "1.24"},
+		{repo: "maintain-patch", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-build-break", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-test-break", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-flaky", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-newlang", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-newer-go", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-current", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-each", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-untidy", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-hang", wantGo: "1.24", stoodIn: true},
 		{repo: "old-go", wantGo: "1.16", stoodIn: true},
+		// A minor the table has is served by itself.
+		{repo: "go126", wantGo: "1.26"},
+		{repo: "go127", wantGo: "1.27"},
+		{repo: "cgo", wantGo: "1.27"},
+		{repo: "cgo-broken", wantGo: "1.27"},
+		{repo: "cgo-missing-header", wantGo: "1.27"},
 		{repo: "newer-go", wantReason: ReasonGoVersion, wantPath: "go.mod"},
 		{repo: "workspace", wantReason: ReasonWorkspace, wantPath: "go.work"},
 		{repo: "vendored", wantReason: ReasonVendor, wantPath: "vendor"},
@@ -55,11 +63,12 @@ func TestCheck_Fixtures(t *testing.T) {
 		{repo: "submodule", wantReason: ReasonSubmodule, wantPath: ".gitmodules"},
 		{repo: "symlink-escape", wantReason: ReasonSymlinkEscape, wantPath: "outside"},
 	}
+	table := testTable(t)
 	seen := make(map[string]bool)
 	for _, tt := range tests {
 		seen[tt.repo] = true
 		t.Run(tt.repo, func(t *testing.T) {
-			m, c, err := Check(filepath.Join(repos, tt.repo), nil, nil)
+			m, c, err := Check(filepath.Join(repos, tt.repo), table, nil)
 			if tt.wantReason == "" {
 				if err != nil {
 					t.Fatalf("Check = %v; want nil", err)
@@ -89,14 +98,25 @@ func TestCheck_Fixtures(t *testing.T) {
 	}
 }
 
+// testTable is the host's Go as this machine has it (1.26.8) and the
+// embedded releases (1.27.3 from the module proxy).
+func testTable(t *testing.T) *imagetable.Table {
+	t.Helper()
+	table, err := imagetable.Default().With(imagetable.Entry{Go: "1.26.8", Source: imagetable.SourceHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
 func TestCheck_GoVersionWrapsTableError(t *testing.T) {
-	_, _, err := Check(filepath.Join(repos, "newer-go"), nil, nil)
+	_, _, err := Check(filepath.Join(repos, "newer-go"), testTable(t), nil)
 	var tn *imagetable.TooNewError
 	if !errors.As(err, &tn) || tn.Directive != "1.99" {
 		t.Fatalf("Check(newer-go) = %v; want it to wrap *imagetable.TooNewError for 1.99", err)
 	}
-	if !strings.Contains(err.Error(), "supported are go 1.22 to") {
-		t.Errorf("message %q does not name the supported range", err)
+	if !strings.Contains(err.Error(), "available (go 1.26.8, 1.27.3)") || !strings.Contains(err.Error(), "stockade image build -go 1.99.0") {
+		t.Errorf("message %q does not name the releases available and how to make one", err)
 	}
 }
 
