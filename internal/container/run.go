@@ -25,6 +25,10 @@ const (
 	DefaultOutputCap = 4 << 20
 )
 
+// oomSettle is how long Run waits for the engine to record an OOM kill
+// after a SIGKILL exit (exit code 137) that does not carry it yet.
+const oomSettle = time.Second
+
 // Budgets bound each engine phase of Run; a zero field takes its default.
 type Budgets struct {
 	Create, Start, Kill, Logs, Remove time.Duration
@@ -206,6 +210,19 @@ func Run(ctx context.Context, eng Engine, s Spec, o RunOptions) (res Result, err
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("container: inspect %s: %w", name, err)
+	}
+	// The engine sets OOMKilled when the runtime's OOM event arrives, which
+	// can be after the exit it caused: a SIGKILL exit without the flag is
+	// asked about again for up to oomSettle before it counts as a plain kill.
+	for settle := time.Now(); !timedOut && st.State.ExitCode == 137 && !st.State.OOMKilled && time.Since(settle) < oomSettle; {
+		time.Sleep(oomSettle / 5)
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.Kill)
+		again, err := eng.ContainerInspect(ictx, id)
+		cancel()
+		if err != nil {
+			break
+		}
+		st = again
 	}
 	res.ExitCode = st.State.ExitCode
 	res.OOMKilled = st.State.OOMKilled

@@ -116,3 +116,27 @@ func TestRunCancelledStillRemoves(t *testing.T) {
 	}
 	gone(t, c, res.ContainerID)
 }
+
+// TestRunOOMAndPlainKill: a command the kernel kills for memory is
+// OOMKilled; one that SIGKILLs itself exits 137 without it.
+func TestRunOOMAndPlainKill(t *testing.T) {
+	c := enginetest.Client(t)
+	for _, tt := range []struct {
+		name, script string
+		oom          bool
+	}{
+		{"oom", "dd if=/dev/zero of=/dev/null bs=128M count=1", true},
+		{"sigkill", "sleep 60 & kill -9 $!; wait $!", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := container.Run(context.Background(), c, spec(t, c, tt.script), container.RunOptions{Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 137 || res.OOMKilled != tt.oom || res.TimedOut {
+				t.Errorf("result = exit %d oom %v timedout %v; want exit 137 oom %v", res.ExitCode, res.OOMKilled, res.TimedOut, tt.oom)
+			}
+			gone(t, c, res.ContainerID)
+		})
+	}
+}
