@@ -39,8 +39,10 @@ type imageChoice struct {
 	note  string   // notes joined, for callers that take one
 }
 
-// imageRequest says which toolchain image a run needs.
-type imageRequest struct {
+// ImageRequest says which toolchain image a run needs. Inspect and
+// maintain fill it from go.mod and the same flags, so both pick the same
+// image for the same tree.
+type ImageRequest struct {
 	// Table lists the Go releases the module proxy serves; nil means
 	// imagetable.Default(). The host's Go is added to it.
 	Table *imagetable.Table
@@ -60,12 +62,6 @@ type imageRequest struct {
 	Cgo bool
 }
 
-// selectImage is pickImage for a go directive alone; a nil table means
-// Releases(ctx, "").
-func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, directive string, pull bool, log *slog.Logger) (imageChoice, error) {
-	return pickImage(ctx, eng, imageRequest{Table: table, Directive: directive, Pull: pull}, log)
-}
-
 // pickImage returns the image for req: the explicit image, or the one
 // imagetable.SelectFor chooses among the images Stockade built that the
 // engine has, the host's Go and the module proxy's releases. An image that
@@ -73,7 +69,7 @@ func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, 
 // module proxy) and noted. A module newer than every available release is
 // a *imagetable.TooNewError naming the command that builds its image. It
 // never pulls, but for an explicit image with req.Pull.
-func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog.Logger) (imageChoice, error) {
+func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (imageChoice, error) {
 	if req.Image != "" {
 		return explicitImage(ctx, eng, req, log)
 	}
@@ -182,7 +178,7 @@ var imageIDRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // the engine lacks it and req.Pull is set. Its Go version comes from
 // Stockade's label or, for golang images, GOLANG_VERSION; it must satisfy
 // the module as a chosen image would.
-func explicitImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog.Logger) (imageChoice, error) {
+func explicitImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (imageChoice, error) {
 	ref := req.Image
 	isID := imageIDRE.MatchString(ref)
 	if !isID && !imagetable.IsPinnedRef(ref) {

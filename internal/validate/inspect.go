@@ -312,7 +312,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
-	ic, err := pickImage(pctx, eng, imageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo}, log)
+	ic, err := pickImage(pctx, eng, ImageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo}, log)
 	cancel()
 	if cut(pctx, err) {
 		return timedOut()
