@@ -1,0 +1,442 @@
+// Package gate is the egress gate's logic: an HTTP forward proxy (plain
+// HTTP and CONNECT) that admits a request only when its host matches the
+// session's allowed hosts and every address it dials passes the address
+// rules, and keeps a bounded record of every attempt. cmd/stockade-gate is
+// its thin main; sandbox/docker runs it as one container per NetLimited
+// session.
+//
+// # Threat model
+//
+// The client (the sandbox) is hostile. It reaches nothing but the gate (the
+// backend's topology sees to that), so the gate is the only way out and
+// must not be talked into going where the policy does not allow: names are
+// matched in one canonical spelling (CanonicalHost: no trailing dot, no
+// Unicode, no escapes), the gate resolves names itself and dials the
+// address it checked (no second lookup a rebinding DNS could answer
+// differently), and addresses that are loopback, link-local (cloud
+// metadata), unspecified, multicast, broadcast or private are refused
+// unless Policy.Private admits the private range. A refusal is a 403 with
+// the reason in the body and in the X-Stockade-Gate-Reason header, at once.
+// The gate does not terminate TLS: a CONNECT is an opaque tunnel to the
+// admitted host and port, so the name the client puts in its TLS SNI or in
+// the HTTP Host inside the tunnel cannot change where the bytes go.
+//
+// # Protocol between host and gate
+//
+// The gate takes its configuration from its environment (see
+// cmd/stockade-gate): STOCKADE_GATE_ALLOW, STOCKADE_GATE_ANY,
+// STOCKADE_GATE_PRIVATE, STOCKADE_GATE_TOKEN, STOCKADE_GATE_SESSION,
+// STOCKADE_GATE_CONTROLPLANE, STOCKADE_GATE_LISTEN. It listens for proxy
+// requests on ListenAddr (":3128") and for the host on an abstract Unix
+// socket (ControlSocket), which only processes in the gate's network
+// namespace can reach: the host runs `stockade-gate ready` or
+// `stockade-gate log` in the gate container (an exec), which send one line
+// ("ready" or "log") and copy the answer ("ok", or LogDump as JSON) to
+// stdout.
+//
+// # Control plane
+//
+// With a control plane URL, the gate fetches the session's credentials
+// once at start: GET ControlplaneURL with "Authorization: Bearer <token>"
+// and "X-Stockade-Session: <session>", answered by 200 and a JSON
+// CredentialSet. It does not start (and so is never ready) when that
+// fails. In a plain-HTTP request to a host a credential's Hosts admit, the
+// gate replaces each occurrence of the credential's Placeholder in the
+// request's header values with its Value, so the sandbox holds only
+// placeholders. HTTPS requests are tunnels the gate cannot read, so their
+// placeholders go out unchanged: a credential for an HTTPS API must be
+// given by other means.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ListenAddr is where the gate takes proxy requests, on every interface of
+// its container (the sandbox reaches it on the session network).
+const ListenAddr = ":3128"
+
+// Port is ListenAddr's port, for the proxy URL the backend hands the
+// sandbox.
+const Port = 3128
+
+// Budgets of one request.
+const (
+	// DialTimeout bounds resolving and connecting to the upstream.
+	DialTimeout = 10 * time.Second
+	// ResponseHeaderTimeout bounds the wait for a plain-HTTP upstream's
+	// response headers.
+	ResponseHeaderTimeout = 60 * time.Second
+	// ReadHeaderTimeout bounds reading a client's request headers.
+	ReadHeaderTimeout = 30 * time.Second
+)
+
+// Resolver looks names up; *net.Resolver implements it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Policy Policy
+	// Log receives a Record per request; nil keeps a NewLog(0).
+	Log *Log
+	// Resolver resolves names; nil means net.DefaultResolver (which reads
+	// /etc/hosts, then DNS).
+	Resolver Resolver
+	// Credentials are substituted into plain-HTTP requests (see the
+	// package documentation); nil substitutes nothing.
+	Credentials []Credential
+	// OnRecord, when set, is called with every record after it is logged
+	// (telemetry).
+	OnRecord func(Record)
+	// Logger receives the gate's own troubles; nil discards.
+	Logger *slog.Logger
+	// Dial connects to a vetted address ("ip:port"); nil means a
+	// net.Dialer with DialTimeout. Tests point it elsewhere.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Server is the proxy; it implements http.Handler.
+type Server struct {
+	cfg       Config
+	log       *Log
+	resolver  Resolver
+	transport *http.Transport
+	logger    *slog.Logger
+	conns     sync.WaitGroup
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Log, resolver: cfg.Resolver, logger: cfg.Logger}
+	if s.log == nil {
+		s.log = NewLog(0)
+	}
+	if s.resolver == nil {
+		s.resolver = net.DefaultResolver
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.cfg.Dial == nil {
+		d := &net.Dialer{Timeout: DialTimeout}
+		s.cfg.Dial = d.DialContext
+	}
+	s.transport = &http.Transport{
+		Proxy:                 nil, // never chain to another proxy
+		DialContext:           s.dialVetted,
+		DisableKeepAlives:     true, // each request dials the address it vetted
+		DisableCompression:    true, // bytes pass as the upstream sent them
+		ResponseHeaderTimeout: ResponseHeaderTimeout,
+	}
+	return s
+}
+
+// Log returns the server's record.
+func (s *Server) Log() *Log { return s.log }
+
+// vettedKey carries the addresses a request may dial into dialVetted.
+type vettedKey struct{}
+
+// dialVetted dials the addresses the handler vetted, never the name.
+func (s *Server) dialVetted(ctx context.Context, network, _ string) (net.Conn, error) {
+	v, _ := ctx.Value(vettedKey{}).(*vetted)
+	if v == nil {
+		return nil, errors.New("gate: dial without vetted addresses")
+	}
+	return v.dial(ctx, s.cfg.Dial)
+}
+
+// vetted is a destination whose addresses passed the policy.
+type vetted struct {
+	addrs []netip.Addr
+	port  uint16
+	used  netip.Addr // the one that answered
+}
+
+func (v *vetted) dial(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
+	defer cancel()
+	var errs []error
+	for _, a := range v.addrs {
+		c, err := dial(ctx, "tcp", netip.AddrPortFrom(a, v.port).String())
+		if err == nil {
+			v.used = a
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// resolve checks host against the policy, resolves it and keeps the
+// addresses that pass; refused is true when the policy (not DNS or the
+// network) said no.
+func (s *Server) resolve(ctx context.Context, host string, port uint16) (v *vetted, refused bool, err error) {
+	if err := s.cfg.Policy.AllowHost(host); err != nil {
+		return nil, true, err
+	}
+	h, _ := CanonicalHost(host)
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(h); err == nil {
+		addrs = []netip.Addr{a}
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, DialTimeout)
+		defer cancel()
+		if addrs, err = s.resolver.LookupNetIP(ctx, "ip4", h); err != nil {
+			return nil, false, fmt.Errorf("resolve %s: %w", h, err)
+		}
+	}
+	v = &vetted{port: port}
+	var first error
+	for _, a := range addrs {
+		if err := s.cfg.Policy.AllowAddr(a); err != nil {
+			if first == nil {
+				first = fmt.Errorf("%s: %w", h, err)
+			}
+			continue
+		}
+		v.addrs = append(v.addrs, a.Unmap())
+	}
+	if len(v.addrs) == 0 {
+		if first == nil {
+			first = fmt.Errorf("%w: %s resolves to no address", ErrAddress, h)
+		}
+		return nil, true, first
+	}
+	return v, false, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := Record{Time: time.Now().UTC(), Method: r.Method}
+	defer func() {
+		rec.Duration = time.Since(rec.Time)
+		s.log.Add(rec)
+		if s.cfg.OnRecord != nil {
+			s.cfg.OnRecord(rec)
+		}
+	}()
+	if r.Method == http.MethodConnect {
+		s.connect(w, r, &rec)
+		return
+	}
+	s.forward(w, r, &rec)
+}
+
+// refuse answers a refusal or failure at once, with the reason.
+func refuse(w http.ResponseWriter, rec *Record, status int, verdict string, reason error) {
+	rec.Status, rec.Verdict, rec.Reason = status, verdict, reason.Error()
+	msg := "stockade gate: " + verdict + ": " + reason.Error()
+	w.Header().Set("X-Stockade-Gate-Reason", strings.Map(printable, reason.Error()))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(status)
+	io.WriteString(w, msg+"\n")
+}
+
+// printable keeps a header value to printable ASCII.
+func printable(r rune) rune {
+	if r < 0x20 || r > 0x7e {
+		return '?'
+	}
+	return r
+}
+
+// splitHostPort splits a request's authority, with def as the port when
+// it names none.
+func splitHostPort(authority, def string) (host string, port uint16, err error) {
+	host, p, err := net.SplitHostPort(authority)
+	if err != nil {
+		host, p = authority, def
+		if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+			host = host[1 : len(host)-1]
+		}
+	}
+	n, perr := strconv.ParseUint(p, 10, 16)
+	if perr != nil || n == 0 || host == "" {
+		return "", 0, fmt.Errorf("%w: authority %q", ErrBadHost, authority)
+	}
+	return host, uint16(n), nil
+}
+
+// connect opens a tunnel to an admitted host and port.
+func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) {
+	host, port, err := splitHostPort(r.Host, "")
+	rec.Host, rec.Port = host, strconv.Itoa(int(port))
+	if err != nil {
+		rec.Host = r.Host
+		refuse(w, rec, http.StatusBadRequest, Invalid, err)
+		return
+	}
+	v, refused, err := s.resolve(r.Context(), host, port)
+	if err != nil {
+		if refused {
+			refuse(w, rec, http.StatusForbidden, Refused, err)
+		} else {
+			refuse(w, rec, http.StatusBadGateway, Failed, err)
+		}
+		return
+	}
+	up, err := v.dial(r.Context(), s.cfg.Dial)
+	if err != nil {
+		refuse(w, rec, http.StatusBadGateway, Failed, err)
+		return
+	}
+	defer up.Close()
+	rec.Addr = netip.AddrPortFrom(v.used, port).String()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		refuse(w, rec, http.StatusInternalServerError, Failed, errors.New("connection cannot be hijacked"))
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		rec.Verdict, rec.Reason = Failed, err.Error()
+		return
+	}
+	defer client.Close()
+	rec.Status, rec.Verdict = http.StatusOK, Allowed
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	var up2, dn atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		// What the client sent after its request line is already buffered.
+		n, _ := io.Copy(up, io.MultiReader(io.LimitReader(brw.Reader, int64(brw.Reader.Buffered())), client))
+		up2.Store(n)
+		closeWrite(up)
+	}()
+	go func() {
+		defer wg.Done()
+		n, _ := io.Copy(client, up)
+		dn.Store(n)
+		closeWrite(client)
+	}()
+	wg.Wait()
+	rec.BytesUp, rec.BytesDn = up2.Load(), dn.Load()
+}
+
+// closeWrite half-closes c so the other side sees the end of the stream.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
+
+// hopHeaders are the hop-by-hop headers a proxy must not pass on.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func stripHop(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// forward passes a plain-HTTP request in absolute form to an admitted
+// upstream and copies the answer back.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) {
+	if r.URL.Scheme != "http" || r.URL.Host == "" {
+		rec.Host = r.Host
+		refuse(w, rec, http.StatusBadRequest, Invalid, fmt.Errorf("not a proxy request: want an absolute http:// URL or CONNECT, got %q", r.URL.String()))
+		return
+	}
+	host, port, err := splitHostPort(r.URL.Host, "80")
+	rec.Host, rec.Port = host, strconv.Itoa(int(port))
+	if err != nil {
+		rec.Host = r.URL.Host
+		refuse(w, rec, http.StatusBadRequest, Invalid, err)
+		return
+	}
+	v, refused, err := s.resolve(r.Context(), host, port)
+	if err != nil {
+		if refused {
+			refuse(w, rec, http.StatusForbidden, Refused, err)
+		} else {
+			refuse(w, rec, http.StatusBadGateway, Failed, err)
+		}
+		return
+	}
+	out := r.Clone(context.WithValue(r.Context(), vettedKey{}, v))
+	out.RequestURI = ""
+	out.Host = r.URL.Host
+	stripHop(out.Header)
+	s.substitute(host, out.Header)
+	body := &countReader{r: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		out.Body = body
+	}
+	resp, err := s.transport.RoundTrip(out)
+	rec.BytesUp = body.n
+	if v.used.IsValid() {
+		rec.Addr = netip.AddrPortFrom(v.used, port).String()
+	}
+	if err != nil {
+		refuse(w, rec, http.StatusBadGateway, Failed, err)
+		return
+	}
+	defer resp.Body.Close()
+	stripHop(resp.Header)
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	rec.Status, rec.Verdict = resp.StatusCode, Allowed
+	n, err := io.Copy(w, resp.Body)
+	rec.BytesDn = n
+	if err != nil {
+		rec.Reason = "response cut short: " + err.Error()
+	}
+}
+
+// countReader counts what passes through it.
+type countReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countReader) Close() error { return c.r.Close() }
+
+// Serve serves proxy requests on l until ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: ReadHeaderTimeout, ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)}
+	go func() {
+		<-ctx.Done()
+		hs.Close()
+	}()
+	err := hs.Serve(l)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
