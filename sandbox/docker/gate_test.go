@@ -1,0 +1,377 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/sandboxtest"
+)
+
+// upstream is the gate tests' outside world: one container of
+// testdata/upstream on a network of its own, with the DNS aliases
+// allowed.test, sub.allowed.test and denied.test.
+type upstream struct {
+	network string       // the test network's name: the gates' Config.GateNetwork
+	subnet  netip.Prefix // its range: the gates' Config.GateAllowPrivate
+	ip      string       // the upstream's address on it
+	id      string       // the upstream container
+}
+
+var (
+	upstreamImgOnce sync.Once
+	upstreamImg     string
+	upstreamImgErr  error
+)
+
+// upstreamImage builds testdata/upstream with the host's go command and
+// composes it into an image (once per test process).
+func upstreamImage(t testing.TB, c *dockerapi.Client) string {
+	t.Helper()
+	upstreamImgOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stockade-upstream-")
+		if err != nil {
+			upstreamImgErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "upstream")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/upstream")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			upstreamImgErr = fmt.Errorf("go build testdata/upstream: %v: %s", err, out)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := image.Build(ctx, c, image.Options{NoGo: true, NoBusybox: true, NoCABundle: true, Program: bin, Tag: "stockade/test-upstream:local"})
+		upstreamImg, upstreamImgErr = res.ID, err
+	})
+	if upstreamImgErr != nil {
+		t.Fatalf("upstream image: %v", upstreamImgErr)
+	}
+	return upstreamImg
+}
+
+// startUpstream makes the test network (a /24 of 10.215.0.0/16 no other
+// network uses) and the upstream on it; both go at the test's end.
+func startUpstream(t testing.TB, c *dockerapi.Client, owner string) *upstream {
+	t.Helper()
+	img := upstreamImage(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var b [3]byte
+	rand.Read(b[:])
+	u := &upstream{network: "stockade-test-up-" + hex.EncodeToString(b[:])}
+	// Not the provider's owner: Leftovers must not count the fixture.
+	labels := label.Base(owner+"-upstream", "test")
+	for i := 0; ; i++ {
+		u.subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 215, b[i%3] ^ byte(i), 0}), 24)
+		_, err := c.NetworkCreate(ctx, dockerapi.NetworkCreate{Name: u.network, Driver: "bridge", Labels: labels, CheckDuplicate: true,
+			IPAM: &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: u.subnet.String()}}}})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, dockerapi.ErrForbidden) || i > 20 {
+			t.Fatalf("create the test network: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if u.id != "" {
+			c.ContainerRemove(ctx, u.id, dockerapi.RemoveOptions{Force: true})
+		}
+		c.NetworkRemove(ctx, u.network)
+	})
+	cfg, err := container.Spec{Image: img, Network: u.network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test"}, Labels: labels}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.id, err = c.ContainerCreate(ctx, "", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ContainerStart(ctx, u.id); err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.ContainerInspect(ctx, u.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.ip = j.NetworkSettings.Networks[u.network].IPAddress
+	if u.ip == "" {
+		t.Fatalf("upstream has no address on %s", u.network)
+	}
+	// The host reaches the test network; wait until the upstream answers.
+	for i := 0; ; i++ {
+		if _, err := u.udpCount(); err == nil {
+			break
+		} else if i > 100 {
+			t.Fatalf("upstream does not answer: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return u
+}
+
+// udpCount asks the upstream how many UDP datagrams it received.
+func (u *upstream) udpCount() (string, error) {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get("http://" + u.ip + ":8080/udp")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// gateConfig is the provider configuration the gate tests use: gates on
+// the test network, its range admitted, and allowed names pinned to
+// refused addresses.
+func (u *upstream) gateConfig(owner string) Config {
+	return Config{
+		Owner:            owner,
+		GateNetwork:      u.network,
+		GateAllowPrivate: []netip.Prefix{u.subnet},
+		GateExtraHosts: []string{
+			"loop.allowed.test:127.0.0.1",
+			"meta.allowed.test:169.254.169.254",
+			"private.allowed.test:10.0.0.1", // private, outside the admitted range
+		},
+	}
+}
+
+// harness is what sandboxtest's gate cases need of this fixture.
+func (u *upstream) harness() *sandboxtest.GateHarness {
+	return &sandboxtest.GateHarness{
+		Allowed:    "allowed.test",
+		Wildcard:   "*.allowed.test",
+		Sub:        "sub.allowed.test",
+		Denied:     "denied.test",
+		Loopback:   "loop.allowed.test",
+		Metadata:   "meta.allowed.test",
+		Private:    "private.allowed.test",
+		HTTPPort:   8080,
+		TLSPort:    8443,
+		UpstreamIP: u.ip,
+	}
+}
+
+// gsh runs a command in the sandbox and fails the test on a backend error.
+func gsh(t *testing.T, sb sandbox.Sandbox, cmd string) sandbox.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Exec(%q) = %v", cmd, err)
+	}
+	return res
+}
+
+// TestGate is what only this backend's topology can be asked: UDP, the
+// host, another session, a killed gate, the objects Reap removes. The
+// cases every backend must pass are sandboxtest's (TestContract).
+func TestGate(t *testing.T) {
+	c := enginetest.Client(t)
+	if isPodman(t, c) {
+		t.Skip("Podman refuses NetLimited (TestContract checks the refusal)")
+	}
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	u := startUpstream(t, c, owner)
+	p, err := New(u.gateConfig(owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		ids, _ := p.Owned(ctx)
+		for _, id := range ids {
+			p.Reap(ctx, id)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	limited := domain.Networking{Type: domain.NetLimited, AllowedHosts: []string{"allowed.test", "*.allowed.test"}}
+	start := time.Now()
+	sbA, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-a", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first gated Provision (gate image built or found): %v", time.Since(start))
+	start = time.Now()
+	sbB, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-b", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second gated Provision: %v", time.Since(start))
+
+	t.Run("Allowed", func(t *testing.T) {
+		res := gsh(t, sbA, "busybox wget -q -O - http://allowed.test:8080/a")
+		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "upstream host=allowed.test:8080 path=/a") {
+			t.Errorf("allowed GET = %+v", res)
+		}
+	})
+	t.Run("UDPDoesNotLeave", func(t *testing.T) {
+		before, err := u.udpCount()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// tftp sends a UDP read request to the port; nothing may arrive.
+		gsh(t, sbA, "timeout 2 busybox tftp -g -r x -l /tmp/x "+u.ip+" 9999; timeout 2 busybox tftp -g -r x -l /tmp/x allowed.test 9999; true")
+		after, _ := u.udpCount()
+		// The counter works: a datagram from the host arrives.
+		conn, err := net.Dial("udp", u.ip+":9999")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte("control"))
+		conn.Close()
+		time.Sleep(200 * time.Millisecond)
+		control, _ := u.udpCount()
+		if after != before || control == after {
+			t.Errorf("upstream's UDP count %s before the sandbox's datagrams, %s after, %s after the host's one; want unchanged, then one more", before, after, control)
+		}
+	})
+	t.Run("HostUnreachable", func(t *testing.T) {
+		l, err := net.Listen("tcp4", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		var reached sync.WaitGroup
+		hits := 0
+		var mu sync.Mutex
+		reached.Add(1)
+		go func() {
+			defer reached.Done()
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				hits++
+				mu.Unlock()
+				c.Close()
+			}
+		}()
+		port := l.Addr().(*net.TCPAddr).Port
+		j, err := c.ContainerInspect(ctx, p.gateName("gate-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The host's addresses a container could know: the docker0
+		// gateway, the test network's gateway, the gate network's would-be
+		// gateway (its .1), and the gate's own address on the test network.
+		targets := []string{"172.17.0.1", u.subnet.Addr().Next().String(), j.NetworkSettings.Networks[u.network].IPAddress}
+		if gn, err := p.findNetwork(ctx, p.gateNetName("gate-a")); err == nil && len(gn.IPAM.Config) > 0 {
+			pr := netip.MustParsePrefix(gn.IPAM.Config[0].Subnet)
+			targets = append(targets, pr.Addr().Next().String())
+		}
+		var cmd []string
+		for _, a := range targets {
+			cmd = append(cmd, fmt.Sprintf("busybox nc -w 2 %s %d </dev/null && echo REACHED %s", a, port, a))
+		}
+		res := gsh(t, sbA, strings.Join(cmd, "; ")+"; cat /proc/sys/net/ipv6/conf/all/disable_ipv6")
+		l.Close()
+		reached.Wait()
+		if hits != 0 || strings.Contains(res.Stdout, "REACHED") {
+			t.Errorf("the sandbox reached the host (%d connections): %s %s", hits, res.Stdout, res.Stderr)
+		}
+		if !strings.HasSuffix(strings.TrimSpace(res.Stdout), "1") {
+			t.Errorf("IPv6 is not disabled in the sandbox: %q", res.Stdout)
+		}
+	})
+	t.Run("OtherSessionUnreachable", func(t *testing.T) {
+		jb, err := c.ContainerInspect(ctx, sbB.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jg, err := c.ContainerInspect(ctx, p.gateName("gate-b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cmd []string
+		for _, n := range jb.NetworkSettings.Networks {
+			cmd = append(cmd, "busybox nc -w 2 "+n.IPAddress+" 22 </dev/null && echo REACHED")
+		}
+		for _, n := range jg.NetworkSettings.Networks {
+			cmd = append(cmd, fmt.Sprintf("busybox wget -T 2 -Y off -q -O - http://%s:3128/ && echo REACHED", n.IPAddress))
+			cmd = append(cmd, fmt.Sprintf("http_proxy=http://%s:3128 busybox wget -T 2 -q -O - http://allowed.test:8080/ && echo REACHED", n.IPAddress))
+		}
+		res := gsh(t, sbA, strings.Join(cmd, "; ")+"; true")
+		if strings.Contains(res.Stdout, "REACHED") || strings.Contains(res.Stdout, "upstream") {
+			t.Errorf("session A reached session B or its gate: %s %s", res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("KilledGateFailsClosedAndHeals", func(t *testing.T) {
+		gid := p.gateName("gate-a")
+		if err := c.ContainerKill(ctx, gid, "KILL"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ContainerWait(ctx, gid, dockerapi.WaitNotRunning); err != nil {
+			t.Fatal(err)
+		}
+		// Straight into the container, past Exec's healing.
+		start := time.Now()
+		res, err := container.Exec(ctx, c, sbA.ID(), container.ExecSpec{
+			Argv:    []string{"/bin/sh", "-c", "timeout 5 busybox wget -T 3 -q -O - http://allowed.test:8080/dead; echo status $?; busybox wget -T 3 -Y off -q -O - http://" + u.ip + ":8080/dead; echo direct $?"},
+			Timeout: 30 * time.Second, Policy: container.KillContainer,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(res.Stdout), "upstream") || strings.Contains(string(res.Stdout), "status 0") || strings.Contains(string(res.Stdout), "direct 0") {
+			t.Errorf("with the gate dead: %q %q; want both requests to fail", res.Stdout, res.Stderr)
+		}
+		t.Logf("requests with a dead gate failed in %v", time.Since(start))
+		if _, err := p.EgressLog(ctx, "gate-a"); !errors.Is(err, ErrGateDown) {
+			t.Errorf("EgressLog of a dead gate = %v; want ErrGateDown", err)
+		}
+		ok := gsh(t, sbA, "busybox wget -q -O - http://allowed.test:8080/healed")
+		if ok.ExitCode != 0 || !strings.Contains(ok.Stdout, "path=/healed") {
+			t.Errorf("after Exec healed the gate: %+v", ok)
+		}
+	})
+	t.Run("ReapRemovesEverything", func(t *testing.T) {
+		if err := p.Reap(ctx, "gate-b"); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{p.containerName("gate-b"), p.keeperName("gate-b"), p.gateName("gate-b")} {
+			if _, err := c.ContainerInspect(ctx, n); !errors.Is(err, dockerapi.ErrNotFound) {
+				t.Errorf("after Reap, container %s: %v", n, err)
+			}
+		}
+		if _, err := p.findNetwork(ctx, p.gateNetName("gate-b")); !errors.Is(err, dockerapi.ErrNotFound) {
+			t.Errorf("after Reap, the gate network: %v", err)
+		}
+		vs, err := c.VolumeList(ctx, dockerapi.LabelsFilter(p.labels("gate-b")))
+		if err != nil || len(vs) != 0 {
+			t.Errorf("after Reap, volumes %v, %v", vs, err)
+		}
+	})
+}
