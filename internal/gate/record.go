@@ -2,31 +2,21 @@ package gate
 
 import (
 	"sync"
-	"time"
+
+	"github.com/stockade/stockade/domain"
 )
+
+// Record is one request through the gate (domain.EgressRecord, the type
+// backends hand platforms).
+type Record = domain.EgressRecord
 
 // Verdicts of a Record.
 const (
-	Allowed = "allowed" // admitted, and the upstream answered or the tunnel ran
-	Refused = "refused" // the policy refused it (403)
-	Failed  = "failed"  // admitted, but the upstream could not be reached (502)
-	Invalid = "invalid" // not a proxy request the gate understands (400)
+	Allowed = domain.EgressAllowed
+	Refused = domain.EgressRefused
+	Failed  = domain.EgressFailed
+	Invalid = domain.EgressInvalid
 )
-
-// Record is one request through the gate, as EgressLog returns it.
-type Record struct {
-	Time     time.Time     `json:"time"`             // when the request arrived
-	Method   string        `json:"method"`           // "CONNECT", "GET", ...
-	Host     string        `json:"host"`             // as the client named it
-	Port     string        `json:"port"`             // destination port
-	Addr     string        `json:"addr,omitempty"`   // the address dialled; "" when none was
-	Verdict  string        `json:"verdict"`          // Allowed, Refused, Failed or Invalid
-	Reason   string        `json:"reason,omitempty"` // why, for anything but Allowed
-	Status   int           `json:"status"`           // HTTP status the client got
-	BytesUp  int64         `json:"bytes_up"`         // client to upstream, body or tunnel bytes
-	BytesDn  int64         `json:"bytes_down"`       // upstream to client
-	Duration time.Duration `json:"duration_ns"`      // until the response or tunnel ended
-}
 
 // DefaultLogRecords is how many records the gate keeps: the oldest go
 // first once it holds this many (about 300 bytes each in JSON, so the
