@@ -165,6 +165,12 @@ type Config struct {
 	// tests) to point an allowed name at a refused address. The address
 	// rules apply to them as to DNS answers.
 	GateExtraHosts []string
+	// GateUnrestricted routes NetUnrestricted sandboxes through a gate of
+	// their own too, one that admits every host but keeps the address
+	// rules (so the host's and other private addresses stay out of reach
+	// unless GateAllowPrivate admits them) and records every request for
+	// EgressLog. False gives them the owner's bridge network.
+	GateUnrestricted bool
 }
 
 // engine is the part of *dockerapi.Client the backend uses.
@@ -205,6 +211,7 @@ type Provider struct {
 	gateOut     string
 	gatePrivate []netip.Prefix
 	gateHosts   []string
+	gateAny     bool // Config.GateUnrestricted
 	images      image.Engine
 	gateImgMu   sync.Mutex
 	gateImg     string // ID of the default gate image, once built
@@ -250,7 +257,7 @@ func New(cfg Config) (*Provider, error) {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revoker: cfg.GateTokenRevoker, pool: pool, revokers: map[domain.ID]sandbox.GateTokenRevoker{},
-		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), images: c}, nil
+		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -392,6 +399,9 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		network = "none"
 	case domain.NetUnrestricted:
 		network = p.networkName()
+		if p.gateAny {
+			network = p.gateNetName(spec.SessionID)
+		}
 	case domain.NetLimited:
 		if spec.Gate == nil {
 			return nil, fmt.Errorf("docker: networking %q needs a Gate (egress only through the gate): %w", domain.NetLimited, sandbox.ErrNetworkingUnsupported)
@@ -450,7 +460,8 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if _, ok := env["HOME"]; !ok {
 		env["HOME"] = workdir // writable, unlike the image's idea of a home
 	}
-	if spec.Gate != nil {
+	gated := spec.Gate != nil || spec.Networking.Mode() == domain.NetUnrestricted && p.gateAny
+	if gated {
 		for k, v := range proxyEnv() {
 			env[k] = v // ValidateEnv kept these names out of spec.Env
 		}
@@ -477,7 +488,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
 		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
 	}
-	if spec.Gate != nil {
+	if gated {
 		if err := p.resolveGate(ctx, r); err != nil {
 			return nil, err
 		}

@@ -115,9 +115,14 @@ func (p *Provider) gateImage(ctx context.Context, g *sandbox.GateSpec) (string, 
 	return p.gateImg, nil
 }
 
-// resolveGate fills in r's gate: names, container spec and digest.
+// resolveGate fills in r's gate: names, container spec and digest. A
+// NetUnrestricted session (Config.GateUnrestricted) gets a gate of the
+// default image that admits every host.
 func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
-	g := r.spec.Gate
+	g, any := r.spec.Gate, r.spec.Networking.Mode() == domain.NetUnrestricted
+	if g == nil {
+		g = &sandbox.GateSpec{}
+	}
 	if g.OTelEndpoint != "" {
 		return fmt.Errorf("docker: GateSpec.OTelEndpoint: this gate does not export telemetry yet: %w", sandbox.ErrNetworkingUnsupported)
 	}
@@ -134,7 +139,7 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 	r.gated = true
 	r.gateName, r.gateNet = p.gateName(id), p.gateNetName(id)
 	r.gateSettings = gate.Settings{
-		Policy:       gate.Policy{Allowed: hosts, Private: p.gatePrivate},
+		Policy:       gate.Policy{Allowed: hosts, AnyHost: any, Private: p.gatePrivate},
 		Session:      string(id),
 		Controlplane: g.ControlplaneURL,
 	}
@@ -142,7 +147,7 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 	cs := container.GateSpec(p.owner, string(id))
 	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{gateAlias}, p.gateHosts
 	cs.Env = r.gateSettings.Env()
-	sum := sha256.Sum256([]byte(strings.Join([]string{img, strings.Join(hosts, ","), cs.Env[gate.EnvPrivate],
+	sum := sha256.Sum256([]byte(strings.Join([]string{img, strings.Join(hosts, ","), cs.Env[gate.EnvAny], cs.Env[gate.EnvPrivate],
 		strings.Join(p.gateHosts, ","), g.ControlplaneURL, p.gateOut}, "\x00")))
 	r.gateDigest = hex.EncodeToString(sum[:12])
 	cs.Labels[label.Spec] = r.gateDigest

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -357,6 +358,79 @@ func TestGate(t *testing.T) {
 			t.Errorf("after Exec healed the gate: %+v", ok)
 		}
 	})
+	t.Run("FailedGateLeavesNothing", func(t *testing.T) {
+		// A gate that cannot start (its control plane refuses it) and a
+		// token that cannot be persisted each fail Provision, and leave
+		// no object of the session.
+		for i, g := range []*sandbox.GateSpec{
+			{ControlplaneURL: "http://" + u.ip + ":8080/not-a-control-plane"},
+			{TokenMinter: failingMinter{}},
+		} {
+			id := domain.ID(fmt.Sprintf("gate-fail%d", i))
+			start := time.Now()
+			_, err := p.Provision(ctx, sandbox.Spec{SessionID: id, Image: img, Networking: limited, Gate: g})
+			if err == nil {
+				t.Errorf("Provision with gate %+v succeeded; want an error", g)
+			}
+			t.Logf("failed Provision in %v: %v", time.Since(start), err)
+			ids, err := p.Owned(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(ids, id) {
+				t.Errorf("a failed gated Provision left session %s", id)
+			}
+		}
+	})
+	t.Run("AdoptionChecksPairing", func(t *testing.T) {
+		_, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-a", Image: img, Networking: limited, Gate: &sandbox.GateSpec{ControlplaneURL: "http://elsewhere.invalid/"}})
+		if !errors.Is(err, sandbox.ErrSpecMismatch) {
+			t.Errorf("Provision of gate-a with another control plane = %v; want ErrSpecMismatch", err)
+		}
+		if _, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-a", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}}); err != nil {
+			t.Errorf("Provision of gate-a as made = %v", err)
+		}
+	})
+	t.Run("OwnedListsByGate", func(t *testing.T) {
+		// What a crash may leave: the gate (and its network) without the
+		// sandbox and keeper.
+		for _, n := range []string{p.containerName("gate-b"), p.keeperName("gate-b")} {
+			if err := c.ContainerRemove(ctx, n, dockerapi.RemoveOptions{Force: true, Volumes: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		vs, _ := c.VolumeList(ctx, dockerapi.LabelsFilter(p.labels("gate-b")))
+		for _, v := range vs {
+			c.VolumeRemove(ctx, v.Name, true)
+		}
+		ids, err := p.Owned(ctx)
+		if err != nil || !slices.Contains(ids, "gate-b") {
+			t.Errorf("Owned() = %v, %v; want gate-b, which has only its gate left", ids, err)
+		}
+	})
+	t.Run("UnrestrictedThroughGate", func(t *testing.T) {
+		cfg := u.gateConfig(owner)
+		cfg.GateUnrestricted = true
+		pu, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := pu.Provision(ctx, sandbox.Spec{SessionID: "gate-u", Image: img, Networking: domain.Networking{Type: domain.NetUnrestricted}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pu.Reap(ctx, "gate-u")
+		any := gsh(t, sb, "busybox wget -q -O - http://denied.test:8080/any")
+		loop := gsh(t, sb, "busybox wget -q -O - http://loop.allowed.test:8080/loop 2>&1")
+		direct := gsh(t, sb, "busybox wget -T 3 -Y off -q -O - http://"+u.ip+":8080/direct 2>&1")
+		if any.ExitCode != 0 || loop.ExitCode == 0 || !strings.Contains(loop.Stdout, "403") || direct.ExitCode == 0 {
+			t.Errorf("unrestricted through a gate: any host %+v, loopback %+v, direct %+v; want the first only", any, loop, direct)
+		}
+		recs, err := pu.EgressLog(ctx, "gate-u")
+		if err != nil || len(recs) != 2 || recs[0].Host != "denied.test" || recs[0].Verdict != domain.EgressAllowed || recs[1].Verdict != domain.EgressRefused {
+			t.Errorf("EgressLog = %+v, %v; want the two requests", recs, err)
+		}
+	})
 	t.Run("ReapRemovesEverything", func(t *testing.T) {
 		if err := p.Reap(ctx, "gate-b"); err != nil {
 			t.Fatal(err)
@@ -374,4 +448,12 @@ func TestGate(t *testing.T) {
 			t.Errorf("after Reap, volumes %v, %v", vs, err)
 		}
 	})
+}
+
+// failingMinter cannot persist.
+type failingMinter struct{}
+
+func (failingMinter) Generate() string { return "never-persisted" }
+func (failingMinter) Persist(context.Context, domain.ID, string) error {
+	return errors.New("the control plane's store is down")
 }
