@@ -120,14 +120,14 @@ func TestContract(t *testing.T) {
 	c := enginetest.Client(t)
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
-	u := startUpstream(t, c, owner)
-	p, counter := newGateProvider(t, u.gateConfig(owner))
-	other, _ := newGateProvider(t, u.gateConfig(owner))
+	u := enginetest.StartUpstream(t, c, owner)
+	p, counter := newGateProvider(t, gateConfig(u, owner))
+	other, _ := newGateProvider(t, gateConfig(u, owner))
 	sandboxtest.Run(t, sandboxtest.Harness{
 		// Podman cannot disable traffic between the containers of a
 		// network (see network.go).
 		NetUnrestrictedRefused: isPodman(t, c),
-		Gate:                   u.harness(),
+		Gate:                   gateHarness(u),
 		Provider:               p,
 		Other:                  other,
 		Image:                  img,

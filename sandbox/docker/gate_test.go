@@ -2,17 +2,10 @@ package docker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,139 +15,19 @@ import (
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
-	"github.com/stockade/stockade/internal/image"
-	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"github.com/stockade/stockade/sandbox/sandboxtest"
 )
 
-// upstream is the gate tests' outside world: one container of
-// testdata/upstream on a network of its own, with the DNS aliases
-// allowed.test, sub.allowed.test and denied.test.
-type upstream struct {
-	network string       // the test network's name: the gates' Config.GateNetwork
-	subnet  netip.Prefix // its range: the gates' Config.GateAllowPrivate
-	ip      string       // the upstream's address on it
-	id      string       // the upstream container
-}
-
-var (
-	upstreamImgOnce sync.Once
-	upstreamImg     string
-	upstreamImgErr  error
-)
-
-// upstreamImage builds testdata/upstream with the host's go command and
-// composes it into an image (once per test process).
-func upstreamImage(t testing.TB, c *dockerapi.Client) string {
-	t.Helper()
-	upstreamImgOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "stockade-upstream-")
-		if err != nil {
-			upstreamImgErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "upstream")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/upstream")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			upstreamImgErr = fmt.Errorf("go build testdata/upstream: %v: %s", err, out)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		res, err := image.Build(ctx, c, image.Options{NoGo: true, NoBusybox: true, NoCABundle: true, Program: bin, Tag: "stockade/test-upstream:local"})
-		upstreamImg, upstreamImgErr = res.ID, err
-	})
-	if upstreamImgErr != nil {
-		t.Fatalf("upstream image: %v", upstreamImgErr)
-	}
-	return upstreamImg
-}
-
-// startUpstream makes the test network (a /24 of 10.215.0.0/16 no other
-// network uses) and the upstream on it; both go at the test's end.
-func startUpstream(t testing.TB, c *dockerapi.Client, owner string) *upstream {
-	t.Helper()
-	img := upstreamImage(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var b [3]byte
-	rand.Read(b[:])
-	u := &upstream{network: "stockade-test-up-" + hex.EncodeToString(b[:])}
-	// Not the provider's owner: Leftovers must not count the fixture.
-	labels := label.Base(owner+"-upstream", "test")
-	for i := 0; ; i++ {
-		u.subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 215, b[i%3] ^ byte(i), 0}), 24)
-		_, err := c.NetworkCreate(ctx, dockerapi.NetworkCreate{Name: u.network, Driver: "bridge", Labels: labels, CheckDuplicate: true,
-			IPAM: &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: u.subnet.String()}}}})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, dockerapi.ErrForbidden) || i > 20 {
-			t.Fatalf("create the test network: %v", err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if u.id != "" {
-			c.ContainerRemove(ctx, u.id, dockerapi.RemoveOptions{Force: true})
-		}
-		c.NetworkRemove(ctx, u.network)
-	})
-	cfg, err := container.Spec{Image: img, Network: u.network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test"}, Labels: labels}.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.id, err = c.ContainerCreate(ctx, "", cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ContainerStart(ctx, u.id); err != nil {
-		t.Fatal(err)
-	}
-	j, err := c.ContainerInspect(ctx, u.id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.ip = j.NetworkSettings.Networks[u.network].IPAddress
-	if u.ip == "" {
-		t.Fatalf("upstream has no address on %s", u.network)
-	}
-	// The host reaches the test network; wait until the upstream answers.
-	for i := 0; ; i++ {
-		if _, err := u.udpCount(); err == nil {
-			break
-		} else if i > 100 {
-			t.Fatalf("upstream does not answer: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return u
-}
-
-// udpCount asks the upstream how many UDP datagrams it received.
-func (u *upstream) udpCount() (string, error) {
-	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get("http://" + u.ip + ":8080/udp")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
-}
-
 // gateConfig is the provider configuration the gate tests use: gates on
 // the test network, its range admitted, and allowed names pinned to
 // refused addresses.
-func (u *upstream) gateConfig(owner string) Config {
+func gateConfig(u *enginetest.Upstream, owner string) Config {
 	return Config{
 		Owner:            owner,
-		GateNetwork:      u.network,
-		GateAllowPrivate: []netip.Prefix{u.subnet},
+		GateNetwork:      u.Network,
+		GateAllowPrivate: []netip.Prefix{u.Subnet},
 		GateExtraHosts: []string{
 			"loop.allowed.test:127.0.0.1",
 			"meta.allowed.test:169.254.169.254",
@@ -164,7 +37,7 @@ func (u *upstream) gateConfig(owner string) Config {
 }
 
 // harness is what sandboxtest's gate cases need of this fixture.
-func (u *upstream) harness() *sandboxtest.GateHarness {
+func gateHarness(u *enginetest.Upstream) *sandboxtest.GateHarness {
 	return &sandboxtest.GateHarness{
 		Allowed:    "allowed.test",
 		Wildcard:   "*.allowed.test",
@@ -175,7 +48,7 @@ func (u *upstream) harness() *sandboxtest.GateHarness {
 		Private:    "private.allowed.test",
 		HTTPPort:   8080,
 		TLSPort:    8443,
-		UpstreamIP: u.ip,
+		UpstreamIP: u.IP,
 	}
 }
 
@@ -201,8 +74,8 @@ func TestGate(t *testing.T) {
 	}
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
-	u := startUpstream(t, c, owner)
-	p, err := New(u.gateConfig(owner))
+	u := enginetest.StartUpstream(t, c, owner)
+	p, err := New(gateConfig(u, owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,22 +110,22 @@ func TestGate(t *testing.T) {
 		}
 	})
 	t.Run("UDPDoesNotLeave", func(t *testing.T) {
-		before, err := u.udpCount()
+		before, err := u.UDPCount()
 		if err != nil {
 			t.Fatal(err)
 		}
 		// tftp sends a UDP read request to the port; nothing may arrive.
-		gsh(t, sbA, "timeout 2 busybox tftp -g -r x -l /tmp/x "+u.ip+" 9999; timeout 2 busybox tftp -g -r x -l /tmp/x allowed.test 9999; true")
-		after, _ := u.udpCount()
+		gsh(t, sbA, "timeout 2 busybox tftp -g -r x -l /tmp/x "+u.IP+" 9999; timeout 2 busybox tftp -g -r x -l /tmp/x allowed.test 9999; true")
+		after, _ := u.UDPCount()
 		// The counter works: a datagram from the host arrives.
-		conn, err := net.Dial("udp", u.ip+":9999")
+		conn, err := net.Dial("udp", u.IP+":9999")
 		if err != nil {
 			t.Fatal(err)
 		}
 		conn.Write([]byte("control"))
 		conn.Close()
 		time.Sleep(200 * time.Millisecond)
-		control, _ := u.udpCount()
+		control, _ := u.UDPCount()
 		if after != before || control == after {
 			t.Errorf("upstream's UDP count %s before the sandbox's datagrams, %s after, %s after the host's one; want unchanged, then one more", before, after, control)
 		}
@@ -288,7 +161,7 @@ func TestGate(t *testing.T) {
 		// The host's addresses a container could know: the docker0
 		// gateway, the test network's gateway, the gate network's would-be
 		// gateway (its .1), and the gate's own address on the test network.
-		targets := []string{"172.17.0.1", u.subnet.Addr().Next().String(), j.NetworkSettings.Networks[u.network].IPAddress}
+		targets := []string{"172.17.0.1", u.Subnet.Addr().Next().String(), j.NetworkSettings.Networks[u.Network].IPAddress}
 		if gn, err := p.findNetwork(ctx, p.gateNetName("gate-a")); err == nil && len(gn.IPAM.Config) > 0 {
 			pr := netip.MustParsePrefix(gn.IPAM.Config[0].Subnet)
 			targets = append(targets, pr.Addr().Next().String())
@@ -340,7 +213,7 @@ func TestGate(t *testing.T) {
 		// Straight into the container, past Exec's healing.
 		start := time.Now()
 		res, err := container.Exec(ctx, c, sbA.ID(), container.ExecSpec{
-			Argv:    []string{"/bin/sh", "-c", "timeout 5 busybox wget -T 3 -q -O - http://allowed.test:8080/dead; echo status $?; busybox wget -T 3 -Y off -q -O - http://" + u.ip + ":8080/dead; echo direct $?"},
+			Argv:    []string{"/bin/sh", "-c", "timeout 5 busybox wget -T 3 -q -O - http://allowed.test:8080/dead; echo status $?; busybox wget -T 3 -Y off -q -O - http://" + u.IP + ":8080/dead; echo direct $?"},
 			Timeout: 30 * time.Second, Policy: container.KillContainer,
 		})
 		if err != nil {
@@ -363,7 +236,7 @@ func TestGate(t *testing.T) {
 		// token that cannot be persisted each fail Provision, and leave
 		// no object of the session.
 		for i, g := range []*sandbox.GateSpec{
-			{ControlplaneURL: "http://" + u.ip + ":8080/not-a-control-plane"},
+			{ControlplaneURL: "http://" + u.IP + ":8080/not-a-control-plane"},
 			{TokenMinter: failingMinter{}},
 		} {
 			id := domain.ID(fmt.Sprintf("gate-fail%d", i))
@@ -409,7 +282,7 @@ func TestGate(t *testing.T) {
 		}
 	})
 	t.Run("UnrestrictedThroughGate", func(t *testing.T) {
-		cfg := u.gateConfig(owner)
+		cfg := gateConfig(u, owner)
 		cfg.GateUnrestricted = true
 		pu, err := New(cfg)
 		if err != nil {
@@ -422,7 +295,7 @@ func TestGate(t *testing.T) {
 		defer pu.Reap(ctx, "gate-u")
 		any := gsh(t, sb, "busybox wget -q -O - http://denied.test:8080/any")
 		loop := gsh(t, sb, "busybox wget -q -O - http://loop.allowed.test:8080/loop 2>&1")
-		direct := gsh(t, sb, "busybox wget -T 3 -Y off -q -O - http://"+u.ip+":8080/direct 2>&1")
+		direct := gsh(t, sb, "busybox wget -T 3 -Y off -q -O - http://"+u.IP+":8080/direct 2>&1")
 		if any.ExitCode != 0 || loop.ExitCode == 0 || !strings.Contains(loop.Stdout, "403") || direct.ExitCode == 0 {
 			t.Errorf("unrestricted through a gate: any host %+v, loopback %+v, direct %+v; want the first only", any, loop, direct)
 		}
