@@ -244,8 +244,9 @@ var (
 	ErrSpecMismatch   = errors.New("sandbox: existing sandbox does not match the requested spec")
 	ErrSizeNotALength = errors.New("sandbox: size is not a length")
 	// ErrNetworkingUnsupported: the backend cannot give Spec.Networking as
-	// asked (today: NetLimited, until the egress gate exists) and refuses
-	// rather than widen or narrow it.
+	// asked on this engine (NetLimited where the gate's network cannot be
+	// isolated, NetUnrestricted where sandboxes could reach each other)
+	// and refuses rather than widen or narrow it.
 	ErrNetworkingUnsupported = errors.New("sandbox: networking mode not supported by this backend")
 )
 

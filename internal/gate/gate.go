@@ -273,22 +273,33 @@ func splitHostPort(authority, def string) (host string, port uint16, err error) 
 	return host, uint16(n), nil
 }
 
-// connect opens a tunnel to an admitted host and port.
-func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) {
-	host, port, err := splitHostPort(r.Host, "")
+// admit judges the request's authority (defPort when it names none): it
+// fills in rec's host and port and returns the vetted destination, or
+// answers the refusal (400, 403 or 502) and returns nil.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, rec *Record, authority, defPort string) (*vetted, uint16) {
+	host, port, err := splitHostPort(authority, defPort)
 	rec.Host, rec.Port = host, strconv.Itoa(int(port))
 	if err != nil {
-		rec.Host = r.Host
+		rec.Host = authority
 		refuse(w, rec, http.StatusBadRequest, Invalid, err)
-		return
+		return nil, 0
 	}
 	v, refused, err := s.resolve(r.Context(), host, port)
-	if err != nil {
-		if refused {
-			refuse(w, rec, http.StatusForbidden, Refused, err)
-		} else {
-			refuse(w, rec, http.StatusBadGateway, Failed, err)
-		}
+	switch {
+	case err != nil && refused:
+		refuse(w, rec, http.StatusForbidden, Refused, err)
+		return nil, 0
+	case err != nil:
+		refuse(w, rec, http.StatusBadGateway, Failed, err)
+		return nil, 0
+	}
+	return v, port
+}
+
+// connect opens a tunnel to an admitted host and port.
+func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) {
+	v, port := s.admit(w, r, rec, r.Host, "")
+	if v == nil {
 		return
 	}
 	up, err := v.dial(r.Context(), s.cfg.Dial)
@@ -365,22 +376,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) {
 		refuse(w, rec, http.StatusBadRequest, Invalid, fmt.Errorf("not a proxy request: want an absolute http:// URL or CONNECT, got %q", r.URL.String()))
 		return
 	}
-	host, port, err := splitHostPort(r.URL.Host, "80")
-	rec.Host, rec.Port = host, strconv.Itoa(int(port))
-	if err != nil {
-		rec.Host = r.URL.Host
-		refuse(w, rec, http.StatusBadRequest, Invalid, err)
+	v, port := s.admit(w, r, rec, r.URL.Host, "80")
+	if v == nil {
 		return
 	}
-	v, refused, err := s.resolve(r.Context(), host, port)
-	if err != nil {
-		if refused {
-			refuse(w, rec, http.StatusForbidden, Refused, err)
-		} else {
-			refuse(w, rec, http.StatusBadGateway, Failed, err)
-		}
-		return
-	}
+	host := rec.Host
 	out := r.Clone(context.WithValue(r.Context(), vettedKey{}, v))
 	out.RequestURI = ""
 	out.Host = r.URL.Host

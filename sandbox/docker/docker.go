@@ -51,6 +51,11 @@
 // cannot isolate such sandboxes from each other: there Provision refuses
 // NetUnrestricted with sandbox.ErrNetworkingUnsupported.
 //
+// A NetLimited sandbox sits on an internal network of its own with its
+// egress gate, whose only way out is Config.GateNetwork; see gate.go and
+// docs/SECURITY.md. Engines that cannot keep that network from the host
+// (Podman) refuse NetLimited with sandbox.ErrNetworkingUnsupported.
+//
 // # How commands run and die
 //
 // The engine has no way to kill an exec. Every Exec therefore runs a small
