@@ -72,6 +72,11 @@ const ListenAddr = ":3128"
 // sandbox.
 const Port = 3128
 
+// copyBufferBytes is the buffer a plain-HTTP body is copied through, and
+// the transport's read and write buffers, in bytes: large enough that a
+// download costs few system calls (the default 4 KiB halved throughput).
+const copyBufferBytes = 256 << 10
+
 // Budgets of one request.
 const (
 	// DialTimeout bounds resolving and connecting to the upstream.
@@ -141,6 +146,8 @@ func New(cfg Config) *Server {
 		DisableKeepAlives:     true, // each request dials the address it vetted
 		DisableCompression:    true, // bytes pass as the upstream sent them
 		ResponseHeaderTimeout: ResponseHeaderTimeout,
+		ReadBufferSize:        copyBufferBytes,
+		WriteBufferSize:       copyBufferBytes,
 	}
 	return s
 }
@@ -406,7 +413,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	rec.Status, rec.Verdict = resp.StatusCode, Allowed
-	n, err := io.Copy(w, resp.Body)
+	n, err := io.CopyBuffer(w, resp.Body, make([]byte, copyBufferBytes))
 	rec.BytesDn = n
 	if err != nil {
 		rec.Reason = "response cut short: " + err.Error()

@@ -219,7 +219,25 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 			if got := c.Config.Labels[label.Spec]; got != r.gateDigest {
 				return fmt.Errorf("docker: session %s: %w: its gate was made for another policy, image, control plane or gate network (reap the session first)", id, sandbox.ErrSpecMismatch)
 			}
+			if c.State.Status == "created" && attempt < maxProvisionAttempts-5 {
+				// The Provision that won the create is persisting its
+				// token and connecting the gate: the gate must not start
+				// before that.
+				if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
+					return fmt.Errorf("docker: gate %s: %w", r.gateName, err)
+				}
+				continue
+			}
+			if c.State.Status == "created" {
+				// Its creator died before persisting its token and
+				// starting it: make it again, with a token of ours.
+				if err := p.removeContainer(ctx, c.ID); err != nil {
+					return err
+				}
+				continue
+			}
 			if !c.State.Running {
+				// A gate that died starts again.
 				if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
 					return fmt.Errorf("docker: start gate %s: %w", r.gateName, err)
 				}
@@ -309,6 +327,9 @@ func (p *Provider) healGate(ctx context.Context, id domain.ID) error {
 	c, err := p.eng.ContainerInspect(ctx, name)
 	switch {
 	case errors.Is(err, dockerapi.ErrNotFound):
+		if _, err := p.eng.ContainerInspect(ctx, p.containerName(id)); errors.Is(err, dockerapi.ErrNotFound) {
+			return fmt.Errorf("docker: session %s: %w", id, sandbox.ErrNotFound) // reaped
+		}
 		return fmt.Errorf("docker: session %s: its gate %s is gone; Provision makes it again: %w", id, name, ErrGateDown)
 	case err != nil:
 		return fmt.Errorf("docker: inspect %s: %w", name, err)

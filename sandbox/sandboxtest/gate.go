@@ -265,6 +265,9 @@ func testGate(t *testing.T, r *run) {
 		if slices.Contains(owned(t, r.h.Provider), id) {
 			t.Errorf("Owned() lists %s after Reap", id)
 		}
+		if _, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("Exec after Reap = %v; want ErrNotFound", err)
+		}
 		if el, ok := r.h.Provider.(EgressLogger); ok {
 			if _, err := el.EgressLog(ctx, id); !errors.Is(err, sandbox.ErrNotFound) {
 				t.Errorf("EgressLog after Reap = %v; want ErrNotFound", err)
