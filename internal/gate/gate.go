@@ -49,6 +49,7 @@
 package gate
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -72,10 +73,10 @@ const ListenAddr = ":3128"
 // sandbox.
 const Port = 3128
 
-// copyBufferBytes is the buffer a plain-HTTP body is copied through, and
-// the transport's read and write buffers, in bytes: large enough that a
-// download costs few system calls (the default 4 KiB halved throughput).
-const copyBufferBytes = 256 << 10
+// copyBufferBytes is the read buffer of a plain-HTTP upstream
+// connection, in bytes: the answer's head is parsed from it, and what of
+// the body it holds is relayed before the rest goes straight through.
+const copyBufferBytes = 64 << 10
 
 // Budgets of one request.
 const (
@@ -116,12 +117,10 @@ type Config struct {
 
 // Server is the proxy; it implements http.Handler.
 type Server struct {
-	cfg       Config
-	log       *Log
-	resolver  Resolver
-	transport *http.Transport
-	logger    *slog.Logger
-	conns     sync.WaitGroup
+	cfg      Config
+	log      *Log
+	resolver Resolver
+	logger   *slog.Logger
 }
 
 // New returns a server for cfg.
@@ -140,32 +139,11 @@ func New(cfg Config) *Server {
 		d := &net.Dialer{Timeout: DialTimeout}
 		s.cfg.Dial = d.DialContext
 	}
-	s.transport = &http.Transport{
-		Proxy:                 nil, // never chain to another proxy
-		DialContext:           s.dialVetted,
-		DisableKeepAlives:     true, // each request dials the address it vetted
-		DisableCompression:    true, // bytes pass as the upstream sent them
-		ResponseHeaderTimeout: ResponseHeaderTimeout,
-		ReadBufferSize:        copyBufferBytes,
-		WriteBufferSize:       copyBufferBytes,
-	}
 	return s
 }
 
 // Log returns the server's record.
 func (s *Server) Log() *Log { return s.log }
-
-// vettedKey carries the addresses a request may dial into dialVetted.
-type vettedKey struct{}
-
-// dialVetted dials the addresses the handler vetted, never the name.
-func (s *Server) dialVetted(ctx context.Context, network, _ string) (net.Conn, error) {
-	v, _ := ctx.Value(vettedKey{}).(*vetted)
-	if v == nil {
-		return nil, errors.New("gate: dial without vetted addresses")
-	}
-	return v.dial(ctx, s.cfg.Dial)
-}
 
 // vetted is a destination whose addresses passed the policy.
 type vetted struct {
@@ -230,18 +208,24 @@ func (s *Server) resolve(ctx context.Context, host string, port uint16) (v *vett
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := Record{Time: time.Now().UTC(), Method: r.Method}
+	// A hijacked client connection closes only once the record is in the
+	// log: a client that saw its answer end finds it in EgressLog.
+	var client net.Conn
 	defer func() {
 		rec.Duration = time.Since(rec.Time)
 		s.log.Add(rec)
 		if s.cfg.OnRecord != nil {
 			s.cfg.OnRecord(rec)
 		}
+		if client != nil {
+			client.Close()
+		}
 	}()
 	if r.Method == http.MethodConnect {
-		s.connect(w, r, &rec)
+		client = s.connect(w, r, &rec)
 		return
 	}
-	s.forward(w, r, &rec)
+	client = s.forward(w, r, &rec)
 }
 
 // refuse answers a refusal or failure at once, with the reason.
@@ -303,41 +287,41 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rec *Record, auth
 	return v, port
 }
 
-// connect opens a tunnel to an admitted host and port.
-func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) {
+// connect opens a tunnel to an admitted host and port. It returns the
+// hijacked client connection, for the caller to close, or nil.
+func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) (hijacked net.Conn) {
 	v, port := s.admit(w, r, rec, r.Host, "")
 	if v == nil {
-		return
+		return nil
 	}
 	up, err := v.dial(r.Context(), s.cfg.Dial)
 	if err != nil {
 		refuse(w, rec, http.StatusBadGateway, Failed, err)
-		return
+		return nil
 	}
 	defer up.Close()
 	rec.Addr = netip.AddrPortFrom(v.used, port).String()
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		refuse(w, rec, http.StatusInternalServerError, Failed, errors.New("connection cannot be hijacked"))
-		return
+		return nil
 	}
 	client, brw, err := hj.Hijack()
 	if err != nil {
 		rec.Verdict, rec.Reason = Failed, err.Error()
-		return
+		return nil
 	}
-	defer client.Close()
 	rec.Status, rec.Verdict = http.StatusOK, Allowed
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		return
+		return client
 	}
 	var up2, dn atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		// What the client sent after its request line is already buffered.
-		n, _ := io.Copy(up, io.MultiReader(io.LimitReader(brw.Reader, int64(brw.Reader.Buffered())), client))
+		// What the client sent after its request is already buffered.
+		n, _ := relay(up, brw.Reader, client, -1)
 		up2.Store(n)
 		closeWrite(up)
 	}()
@@ -349,6 +333,24 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) {
 	}()
 	wg.Wait()
 	rec.BytesUp, rec.BytesDn = up2.Load(), dn.Load()
+	return client
+}
+
+// relay copies to dst what buffered holds (at most limit bytes of it when
+// limit >= 0), then everything from src until it ends: the second copy is
+// between two connections (or a limited reader of one), which the kernel
+// splices without bringing the bytes up to the gate.
+func relay(dst io.Writer, buffered *bufio.Reader, src io.Reader, limit int64) (int64, error) {
+	b := int64(buffered.Buffered())
+	if limit >= 0 {
+		b = min(b, limit)
+	}
+	n, err := io.CopyN(dst, buffered, b)
+	if err != nil {
+		return n, err
+	}
+	m, err := io.Copy(dst, src)
+	return n + m, err
 }
 
 // closeWrite half-closes c so the other side sees the end of the stream.
@@ -376,48 +378,86 @@ func stripHop(h http.Header) {
 }
 
 // forward passes a plain-HTTP request in absolute form to an admitted
-// upstream and copies the answer back.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) {
+// upstream and copies the answer back. It returns the hijacked client
+// connection, for the caller to close, or nil.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) (hijacked net.Conn) {
 	if r.URL.Scheme != "http" || r.URL.Host == "" {
 		rec.Host = r.Host
 		refuse(w, rec, http.StatusBadRequest, Invalid, fmt.Errorf("not a proxy request: want an absolute http:// URL or CONNECT, got %q", r.URL.String()))
-		return
+		return nil
 	}
 	v, port := s.admit(w, r, rec, r.URL.Host, "80")
 	if v == nil {
-		return
+		return nil
 	}
 	host := rec.Host
-	out := r.Clone(context.WithValue(r.Context(), vettedKey{}, v))
-	out.RequestURI = ""
-	out.Host = r.URL.Host
+	up, err := v.dial(r.Context(), s.cfg.Dial)
+	if err != nil {
+		refuse(w, rec, http.StatusBadGateway, Failed, err)
+		return nil
+	}
+	defer up.Close()
+	rec.Addr = netip.AddrPortFrom(v.used, port).String()
+	// One request per upstream connection, closed after the answer: the
+	// answer's body is then everything the upstream sends after its head,
+	// relayed as it comes (splice where the kernel can), chunked or not.
+	out := r.Clone(r.Context())
+	out.RequestURI, out.Host, out.Close = "", r.URL.Host, true
 	stripHop(out.Header)
 	s.substitute(host, out.Header)
 	body := &countReader{r: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		out.Body = body
 	}
-	resp, err := s.transport.RoundTrip(out)
+	up.SetDeadline(time.Now().Add(ResponseHeaderTimeout))
+	err = out.Write(up)
 	rec.BytesUp = body.n
-	if v.used.IsValid() {
-		rec.Addr = netip.AddrPortFrom(v.used, port).String()
-	}
 	if err != nil {
-		refuse(w, rec, http.StatusBadGateway, Failed, err)
-		return
+		refuse(w, rec, http.StatusBadGateway, Failed, fmt.Errorf("send the request: %w", err))
+		return nil
 	}
-	defer resp.Body.Close()
-	stripHop(resp.Header)
-	for k, vs := range resp.Header {
-		w.Header()[k] = vs
+	br := bufio.NewReaderSize(up, copyBufferBytes)
+	resp, err := http.ReadResponse(br, out)
+	if err != nil {
+		refuse(w, rec, http.StatusBadGateway, Failed, fmt.Errorf("read the answer: %w", err))
+		return nil
 	}
-	w.WriteHeader(resp.StatusCode)
+	up.SetDeadline(time.Time{})
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		refuse(w, rec, http.StatusInternalServerError, Failed, errors.New("connection cannot be hijacked"))
+		return nil
+	}
+	client, cw, err := hj.Hijack()
+	if err != nil {
+		rec.Verdict, rec.Reason = Failed, err.Error()
+		return nil
+	}
 	rec.Status, rec.Verdict = resp.StatusCode, Allowed
-	n, err := io.CopyBuffer(w, resp.Body, make([]byte, copyBufferBytes))
+	stripHop(resp.Header)
+	fmt.Fprintf(cw, "HTTP/1.1 %s\r\n", resp.Status)
+	if len(resp.TransferEncoding) > 0 {
+		fmt.Fprintf(cw, "Transfer-Encoding: %s\r\n", strings.Join(resp.TransferEncoding, ", "))
+	}
+	resp.Header.Write(cw)
+	cw.WriteString("Connection: close\r\n\r\n")
+	if err := cw.Flush(); err != nil {
+		rec.Reason = "client went away: " + err.Error()
+		return client
+	}
+	var n int64
+	if resp.ContentLength >= 0 && len(resp.TransferEncoding) == 0 {
+		// Exactly the declared body: the record ends with the client's
+		// answer, and nothing the upstream adds passes.
+		n, err = relay(client, br, io.LimitReader(up, max(0, resp.ContentLength-int64(br.Buffered()))), resp.ContentLength)
+	} else {
+		n, err = relay(client, br, up, -1)
+	}
 	rec.BytesDn = n
 	if err != nil {
-		rec.Reason = "response cut short: " + err.Error()
+		rec.Reason = "answer cut short: " + err.Error()
 	}
+	return client
 }
 
 // countReader counts what passes through it.

@@ -163,7 +163,7 @@ func TestProxy(t *testing.T) {
 	}
 	recs, dropped := log.Snapshot()
 	if len(recs) != 4 || dropped != 3 {
-		t.Fatalf("log holds %d records, dropped %d; want the last 4, 3 dropped", len(recs), dropped)
+		t.Fatalf("log holds %d records, dropped %d; want the last 4, 3 dropped: %+v", len(recs), dropped, recs)
 	}
 	if recs[0].Host != "loop.allowed.test" || recs[3].Host != "nx.allowed.test" || recs[3].Verdict != Failed || recs[0].Verdict != Refused {
 		t.Errorf("records %+v; want loop..nx, oldest first", recs)

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/stockade/stockade/domain"
@@ -54,12 +55,16 @@ func (l *Log) Add(r Record) {
 	l.dropped++
 }
 
-// Snapshot returns the records, oldest first, and how many were dropped.
+// Snapshot returns the records, oldest (by arrival) first, and how many
+// were dropped. A request is recorded when it ends, so one still running
+// (a long download, an open tunnel) is not there yet.
 func (l *Log) Snapshot() ([]Record, int64) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	out := make([]Record, 0, len(l.buf))
 	out = append(out, l.buf[l.next:]...)
 	out = append(out, l.buf[:l.next]...)
-	return out, l.dropped
+	dropped := l.dropped
+	l.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b Record) int { return a.Time.Compare(b.Time) })
+	return out, dropped
 }
