@@ -101,8 +101,9 @@ type Provider interface {
 	// belonging to this provider's owner, sorted.
 	Owned(ctx context.Context) ([]domain.ID, error)
 	// Reap revokes the session's gate token (when a revoker is known), then
-	// removes its sandbox and volumes and waits until they are gone. Reaping
-	// a session without a sandbox succeeds.
+	// removes its sandbox, its gate and the gate's network (when gated) and
+	// its volumes, and waits until they are gone. Reaping a session without
+	// a sandbox succeeds.
 	Reap(ctx context.Context, sessionID domain.ID) error
 }
 
