@@ -209,7 +209,7 @@ func (s *Server) resolve(ctx context.Context, host string, port uint16) (v *vett
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := Record{Time: time.Now().UTC(), Method: r.Method}
 	// A hijacked client connection closes only once the record is in the
-	// log: a client that saw its answer end finds it in EgressLog.
+	// log: a client that reads until the connection closes finds it there.
 	var client net.Conn
 	defer func() {
 		rec.Duration = time.Since(rec.Time)
@@ -301,14 +301,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) (h
 	}
 	defer up.Close()
 	rec.Addr = netip.AddrPortFrom(v.used, port).String()
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		refuse(w, rec, http.StatusInternalServerError, Failed, errors.New("connection cannot be hijacked"))
-		return nil
-	}
-	client, brw, err := hj.Hijack()
-	if err != nil {
-		rec.Verdict, rec.Reason = Failed, err.Error()
+	client, brw := hijack(w, rec)
+	if client == nil {
 		return nil
 	}
 	rec.Status, rec.Verdict = http.StatusOK, Allowed
@@ -334,6 +328,22 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) (h
 	wg.Wait()
 	rec.BytesUp, rec.BytesDn = up2.Load(), dn.Load()
 	return client
+}
+
+// hijack takes the client's connection over from the HTTP server, or
+// records why it cannot and returns nil.
+func hijack(w http.ResponseWriter, rec *Record) (net.Conn, *bufio.ReadWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		refuse(w, rec, http.StatusInternalServerError, Failed, errors.New("connection cannot be hijacked"))
+		return nil, nil
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		rec.Verdict, rec.Reason = Failed, err.Error()
+		return nil, nil
+	}
+	return c, brw
 }
 
 // relay copies to dst what buffered holds (at most limit bytes of it when
@@ -423,14 +433,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) (h
 		return nil
 	}
 	up.SetDeadline(time.Time{})
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		refuse(w, rec, http.StatusInternalServerError, Failed, errors.New("connection cannot be hijacked"))
-		return nil
-	}
-	client, cw, err := hj.Hijack()
-	if err != nil {
-		rec.Verdict, rec.Reason = Failed, err.Error()
+	client, cw := hijack(w, rec)
+	if client == nil {
 		return nil
 	}
 	rec.Status, rec.Verdict = resp.StatusCode, Allowed
