@@ -238,6 +238,7 @@ func TestGate(t *testing.T) {
 		for i, g := range []*sandbox.GateSpec{
 			{ControlplaneURL: "http://" + u.IP + ":8080/not-a-control-plane"},
 			{TokenMinter: failingMinter{}},
+			{OTelEndpoint: "http://collector.invalid:4318"}, // not built: refused, not ignored
 		} {
 			id := domain.ID(fmt.Sprintf("gate-fail%d", i))
 			start := time.Now()
@@ -329,4 +330,20 @@ type failingMinter struct{}
 func (failingMinter) Generate() string { return "never-persisted" }
 func (failingMinter) Persist(context.Context, domain.ID, string) error {
 	return errors.New("the control plane's store is down")
+}
+
+func TestGateConfigRefused(t *testing.T) {
+	for _, cfg := range []Config{
+		{GateExtraHosts: []string{"no-address"}},
+		{GateExtraHosts: []string{"name.:10.0.0.1"}},
+		{GateExtraHosts: []string{"name:not-an-ip"}},
+		{GateAllowPrivate: []netip.Prefix{{}}},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) succeeded; want a refusal", cfg)
+		}
+	}
+	if _, err := New(Config{GateExtraHosts: []string{"pinned.test:10.0.0.1", "v6.test:::1"}, GateAllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}}); err != nil {
+		t.Errorf("New with good gate settings = %v", err)
+	}
 }
