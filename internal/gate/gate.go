@@ -315,7 +315,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) (h
 	go func() {
 		defer wg.Done()
 		// What the client sent after its request is already buffered.
-		n, _ := relay(up, brw.Reader, client, -1)
+		n, _ := relay(up, nil, brw.Reader, client, -1)
 		up2.Store(n)
 		closeWrite(up)
 	}()
@@ -347,15 +347,24 @@ func hijack(w http.ResponseWriter, rec *Record) (net.Conn, *bufio.ReadWriter) {
 }
 
 // relay copies to dst what buffered holds (at most limit bytes of it when
-// limit >= 0), then everything from src until it ends: the second copy is
-// between two connections (or a limited reader of one), which the kernel
-// splices without bringing the bytes up to the gate.
-func relay(dst io.Writer, buffered *bufio.Reader, src io.Reader, limit int64) (int64, error) {
+// limit >= 0), through head when it is not nil (flushed after it: the
+// answer's head and the first bytes leave together), then everything from
+// src until it ends: that copy is between two connections (or a limited
+// reader of one), which the kernel splices without bringing the bytes up
+// to the gate.
+func relay(dst io.Writer, head *bufio.Writer, buffered *bufio.Reader, src io.Reader, limit int64) (int64, error) {
 	b := int64(buffered.Buffered())
 	if limit >= 0 {
 		b = min(b, limit)
 	}
-	n, err := io.CopyN(dst, buffered, b)
+	var w io.Writer = dst
+	if head != nil {
+		w = head
+	}
+	n, err := io.CopyN(w, buffered, b)
+	if err == nil && head != nil {
+		err = head.Flush()
+	}
 	if err != nil {
 		return n, err
 	}
@@ -445,17 +454,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) (h
 	}
 	resp.Header.Write(cw)
 	cw.WriteString("Connection: close\r\n\r\n")
-	if err := cw.Flush(); err != nil {
-		rec.Reason = "client went away: " + err.Error()
-		return client
-	}
+	// The head goes out with the body bytes already read, in one write
+	// for a small answer.
 	var n int64
 	if resp.ContentLength >= 0 && len(resp.TransferEncoding) == 0 {
 		// Exactly the declared body: the record ends with the client's
 		// answer, and nothing the upstream adds passes.
-		n, err = relay(client, br, io.LimitReader(up, max(0, resp.ContentLength-int64(br.Buffered()))), resp.ContentLength)
+		n, err = relay(client, cw.Writer, br, io.LimitReader(up, max(0, resp.ContentLength-int64(br.Buffered()))), resp.ContentLength)
 	} else {
-		n, err = relay(client, br, up, -1)
+		n, err = relay(client, cw.Writer, br, up, -1)
 	}
 	rec.BytesDn = n
 	if err != nil {
