@@ -258,18 +258,35 @@ func (h Hardening) check(gated bool) error {
 }
 
 // GateSpec configures the egress gate a NetLimited sandbox sends its traffic
-// through: a sidecar that lets out only requests to AllowedHosts and
-// authenticates to the control plane with a per-session token.
+// through: a per-session HTTP forward proxy (plain HTTP and CONNECT, reached
+// through the HTTP_PROXY and HTTPS_PROXY the backend sets) that admits only
+// requests to Networking.AllowedHosts, resolves names itself, refuses
+// loopback, link-local and private destinations, records every attempt,
+// and authenticates to the control plane with a per-session token. The
+// zero value is a gate of Stockade's own image without a control plane.
 type GateSpec struct {
-	// ControlplaneURL is where the gate reports and fetches policy.
+	// ControlplaneURL, when set, is where the gate fetches the session's
+	// credentials at start, authenticating with the session's token (GET,
+	// "Authorization: Bearer <token>"; see internal/gate for the answer's
+	// shape). The gate substitutes each credential's placeholder in the
+	// header values of plain-HTTP requests to the hosts the credential
+	// names; HTTPS stays an opaque tunnel. A gate whose fetch fails does
+	// not start, and Provision fails. "" means none.
 	ControlplaneURL string
-	// Image is the gate's image; it must already be present.
+	// Image is the gate's image, which must already be present and run
+	// /usr/local/bin/stockade-gate; "" means Stockade's own gate image,
+	// which the backend builds on first use from cmd/stockade-gate.
 	Image string
 	// OTelEndpoint is where the gate sends telemetry; "" sends none.
+	// Backends that cannot export refuse a non-empty one.
 	OTelEndpoint string
 	// OTelInsecure sends telemetry without TLS.
 	OTelInsecure bool
-	// TokenMinter makes and records the session's gate token.
+	// TokenMinter makes and records the session's gate token: the
+	// Provision that creates the gate calls Generate before the create and
+	// Persist only after its create won (before the gate starts); a
+	// concurrent loser's token is dropped, and adopting an existing gate
+	// persists nothing. Nil gives the gate no token.
 	TokenMinter GateTokenMinter
 }
 

@@ -101,8 +101,9 @@ type Provider interface {
 	// belonging to this provider's owner, sorted.
 	Owned(ctx context.Context) ([]domain.ID, error)
 	// Reap revokes the session's gate token (when a revoker is known), then
-	// removes its sandbox and volumes and waits until they are gone. Reaping
-	// a session without a sandbox succeeds.
+	// removes its sandbox, its gate and the gate's network (when gated) and
+	// its volumes, and waits until they are gone. Reaping a session without
+	// a sandbox succeeds.
 	Reap(ctx context.Context, sessionID domain.ID) error
 }
 
@@ -244,8 +245,9 @@ var (
 	ErrSpecMismatch   = errors.New("sandbox: existing sandbox does not match the requested spec")
 	ErrSizeNotALength = errors.New("sandbox: size is not a length")
 	// ErrNetworkingUnsupported: the backend cannot give Spec.Networking as
-	// asked (today: NetLimited, until the egress gate exists) and refuses
-	// rather than widen or narrow it.
+	// asked on this engine (NetLimited where the gate's network cannot be
+	// isolated, NetUnrestricted where sandboxes could reach each other)
+	// and refuses rather than widen or narrow it.
 	ErrNetworkingUnsupported = errors.New("sandbox: networking mode not supported by this backend")
 )
 

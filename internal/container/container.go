@@ -77,8 +77,14 @@ type Spec struct {
 	// Network is "" or "none" (no interface but loopback), "bridge", or the
 	// name of a network.
 	Network string
-	Mounts  []Mount
-	Limits  Limits
+	// Aliases are DNS names the container has on Network (a user-defined
+	// network); empty gives none but its name.
+	Aliases []string
+	// ExtraHosts are "name:address" lines added to the container's
+	// /etc/hosts; empty adds none.
+	ExtraHosts []string
+	Mounts     []Mount
+	Limits     Limits
 	// CapAdd names capabilities to give back after dropping all. Empty for
 	// everything Stockade runs today.
 	CapAdd   []string
@@ -120,6 +126,9 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	if network == "host" || strings.HasPrefix(network, "container:") {
 		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: network mode %q shares another namespace", ErrInvalidSpec, network)
 	}
+	if len(s.Aliases) > 0 && (network == "none" || network == "bridge") {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: aliases need a user-defined network, not %q", ErrInvalidSpec, network)
+	}
 	stop := s.StopTimeout
 	if stop <= 0 {
 		stop = 1
@@ -152,10 +161,14 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			IpcMode:        "private",
 			// Output is read live (exec, attach) and capped; nothing a
 			// container prints is written to the host's disk.
-			LogConfig: &dockerapi.LogConfig{Type: "none"},
-			ShmSize:   64 << 20,
-			Ulimits:   ulimits(),
+			LogConfig:  &dockerapi.LogConfig{Type: "none"},
+			ShmSize:    64 << 20,
+			Ulimits:    ulimits(),
+			ExtraHosts: s.ExtraHosts,
 		},
+	}
+	if len(s.Aliases) > 0 {
+		cfg.NetworkingConfig = &dockerapi.NetworkingConfig{EndpointsConfig: map[string]*dockerapi.EndpointSettings{network: {Aliases: s.Aliases}}}
 	}
 	seen := map[string]bool{}
 	for _, m := range s.Mounts {

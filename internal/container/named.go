@@ -108,3 +108,28 @@ func TimeoutCmd(d time.Duration, argv []string) []string {
 	}
 	return append([]string{"timeout", "-s", "KILL", strconv.FormatInt(secs, 10)}, argv...)
 }
+
+// Limits of a session's egress gate (cmd/stockade-gate), a Go proxy: one
+// CPU so a download through it is not slowed, memory for its buffers and
+// record, threads for the Go runtime.
+const (
+	GateNanoCPUs    = SessionNanoCPUs
+	GateMemoryBytes = 128 << 20 // bytes
+	GatePidsLimit   = 64
+)
+
+// GateSpec returns the start of session's egress gate container: the
+// session's labels with label.Role = label.RoleGate, nobody, docker-init as
+// PID 1, the gate's limits and the image's own command (the gate). The
+// caller adds the image, the gate's environment and its networks.
+func GateSpec(owner, session string) Spec {
+	l := label.Base(owner, label.KindSession)
+	l[label.Session] = session
+	l[label.Role] = label.RoleGate
+	return Spec{
+		User:   NobodyUser,
+		Limits: Limits{NanoCPUs: GateNanoCPUs, MemoryBytes: GateMemoryBytes, PidsLimit: GatePidsLimit},
+		Init:   true,
+		Labels: l,
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"sort"
 	"strings"
 
@@ -91,6 +92,19 @@ func baseLayer(bb string, bbSize int64, ca []byte) *layer {
 	return l
 }
 
+// ProgramDir is where Options.Program sits in the image.
+const ProgramDir = "/usr/local/bin"
+
+// programLayer plans the layer holding Options.Program in ProgramDir.
+func programLayer(prog *busybox) *layer {
+	return &layer{what: "program", entries: []entry{
+		{name: "usr/", typ: tar.TypeDir, mode: 0o755},
+		{name: "usr/local/", typ: tar.TypeDir, mode: 0o755},
+		{name: "usr/local/bin/", typ: tar.TypeDir, mode: 0o755},
+		{name: "usr/local/bin/" + path.Base(prog.path), typ: tar.TypeReg, mode: 0o755, size: prog.size, src: prog.path},
+	}}
+}
+
 // config is the image config (the JSON whose sha256 is the image ID), with
 // only the fields Stockade sets.
 type config struct {
@@ -130,23 +144,25 @@ type manifestEntry struct {
 // encoded. Writing it twice gives the same bytes as long as the inputs on
 // the host have not changed.
 type plan struct {
-	tc       *toolchain  // nil for a base image
-	c        *cToolchain // nil without the C toolchain
-	busybox  string      // host path, "" for none
-	bbDigest string
-	caPath   string // host path of the CA bundle, "" for none
-	caDigest string
-	arch     string // GOARCH of the binaries
-	layers   []*layer
-	config   []byte
-	id       string // "sha256:<hex>" of config
-	inputs   string
-	tags     []string
-	manifest []byte
+	tc         *toolchain  // nil for a base image
+	c          *cToolchain // nil without the C toolchain
+	busybox    string      // host path, "" for none
+	bbDigest   string
+	caPath     string // host path of the CA bundle, "" for none
+	caDigest   string
+	program    string // host path of Options.Program, "" for none
+	progDigest string
+	arch       string // GOARCH of the binaries
+	layers     []*layer
+	config     []byte
+	id         string // "sha256:<hex>" of config
+	inputs     string
+	tags       []string
+	manifest   []byte
 }
 
 // compose hashes the layers and builds the config and manifest.
-func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca *caBundle, tag string) (*plan, error) {
+func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca *caBundle, prog *busybox, tag string) (*plan, error) {
 	p := &plan{tc: tc, c: c}
 	arch := ""
 	var bbSize int64
@@ -172,6 +188,13 @@ func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca 
 			return nil, err
 		}
 		p.layers = append(p.layers, cl)
+	}
+	if prog != nil {
+		p.program, p.progDigest = prog.path, prog.digest
+		if arch == "" {
+			arch = prog.arch
+		}
+		p.layers = append(p.layers, programLayer(prog))
 	}
 	for _, l := range p.layers {
 		if err := l.hash(ctx); err != nil {
@@ -218,6 +241,11 @@ func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca 
 		labels[LabelCToolchain] = c.digest
 		inputs += "c-toolchain " + c.digest + "\n"
 	}
+	if prog != nil {
+		labels[LabelProgram] = p.progDigest
+		inputs += "program " + path.Base(prog.path) + " " + p.progDigest + "\n"
+		cmd = []string{ProgramDir + "/" + path.Base(prog.path)}
+	}
 	p.arch = arch
 	sum := sha256.Sum256([]byte(inputs))
 	p.inputs = "sha256:" + hex.EncodeToString(sum[:])
@@ -244,6 +272,8 @@ func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca 
 			}
 		case l.what == "go":
 			by += " " + tc.version + " at " + GoRootInImage
+		case l.what == "program":
+			by += " " + path.Base(p.program) + " " + p.progDigest
 		case l.what == "c":
 			by += " toolchain, " + fmt.Sprint(len(c.pkgs)) + " Debian packages " + c.digest
 		}

@@ -906,3 +906,39 @@ func TestFetchGoRefusesBadInput(t *testing.T) {
 		t.Error("prepare with GoVersion and GoRoot succeeded")
 	}
 }
+
+func TestProgramImage(t *testing.T) {
+	bb := hostBusybox(t)
+	// Any static executable stands in for the gate.
+	prog := filepath.Join(t.TempDir(), "stockade-gate")
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, a := archive(t, Options{NoGo: true, Busybox: bb, Program: prog, Tag: "stockade/gate:test"})
+	files, _ := readTar(t, a)
+	var c config
+	if err := json.Unmarshal(files[p.configName()], &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Config.Cmd, " "); got != ProgramDir+"/stockade-gate" {
+		t.Errorf("Cmd = %q; want the program", got)
+	}
+	if len(c.RootFS.DiffIDs) != 2 || c.Config.Labels[LabelProgram] != sha(data) {
+		t.Errorf("diff_ids %v, program label %q; want base and program layers, the program's digest", c.RootFS.DiffIDs, c.Config.Labels[LabelProgram])
+	}
+	layer, _ := readTar(t, files[layerName(p.layers[1])])
+	if !bytes.Equal(layer["usr/local/bin/stockade-gate"], data) {
+		t.Errorf("program layer holds %d entries, not the program", len(layer))
+	}
+	// Without busybox and Go, the program alone is an image.
+	if _, err := prepare(context.Background(), Options{NoGo: true, NoBusybox: true, Program: prog}); err != nil {
+		t.Errorf("program-only image: %v", err)
+	}
+	if _, err := prepare(context.Background(), Options{NoGo: true, NoBusybox: true, Program: filepath.Join(t.TempDir(), "absent")}); err == nil {
+		t.Error("a missing program was accepted")
+	}
+}

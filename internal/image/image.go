@@ -57,6 +57,8 @@ const (
 	LabelBusybox = "io.stockade.image.busybox"
 	// LabelCABundle is the sha256 of the CA bundle; absent without one.
 	LabelCABundle = "io.stockade.image.ca-bundle"
+	// LabelProgram is the sha256 of Options.Program; absent without one.
+	LabelProgram = "io.stockade.image.program"
 	// LabelCToolchain is the sha256 of the C toolchain's package set (names,
 	// versions and each package's SHA256); absent without one.
 	LabelCToolchain = "io.stockade.image.c-toolchain"
@@ -95,6 +97,12 @@ type Options struct {
 	// NoGo builds the base image only: /etc, /tmp and busybox. Tests of the
 	// session sandboxes use it; it needs a busybox.
 	NoGo bool
+
+	// Program is the host path of a static Linux executable, copied to
+	// ProgramDir under its base name and made the image's command: with
+	// NoGo, an image that runs one program of Stockade's (the egress
+	// gate's, see BuildGate). Empty means none.
+	Program string
 
 	// Busybox is the host path of a static busybox, linked as /bin/sh and
 	// the other applets. Empty means DefaultBusybox if it exists and is
@@ -151,8 +159,8 @@ type Engine interface {
 	ImageTag(ctx context.Context, ref, repo, tag string) error
 }
 
-// ErrNothingToBuild reports Options with NoGo and no busybox.
-var ErrNothingToBuild = errors.New("image: nothing to build: no Go and no busybox")
+// ErrNothingToBuild reports Options with NoGo, no busybox and no Program.
+var ErrNothingToBuild = errors.New("image: nothing to build: no Go, no busybox, no program")
 
 // ErrInvalidTag reports an Options.Tag that is not a lowercase name:tag.
 var ErrInvalidTag = errors.New("image: invalid tag")
@@ -311,9 +319,6 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tc == nil && bb == nil {
-		return nil, ErrNothingToBuild
-	}
 	ca, err := findCABundle(opts)
 	if err != nil {
 		return nil, err
@@ -323,6 +328,18 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 		if c, err = prepareC(ctx, CToolchainPackages(), tc.goarch, opts.CacheDir); err != nil {
 			return nil, err
 		}
+	}
+	var prog *busybox
+	if opts.Program != "" {
+		if prog, err = inspectBusybox(opts.Program); err != nil {
+			return nil, fmt.Errorf("image: program: %w", err)
+		}
+		if bb != nil && prog.arch != bb.arch || tc != nil && prog.arch != tc.goarch {
+			return nil, fmt.Errorf("image: program %s is %s, the rest of the image is not", opts.Program, prog.arch)
+		}
+	}
+	if tc == nil && bb == nil && prog == nil {
+		return nil, ErrNothingToBuild
 	}
 	tag := opts.Tag
 	if tag == "" {
@@ -334,7 +351,7 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 			tag = strings.TrimSuffix(tag, "-local") + "-cgo-local"
 		}
 	}
-	return compose(ctx, tc, c, bb, ca, tag)
+	return compose(ctx, tc, c, bb, ca, prog, tag)
 }
 
 // findCABundle returns the CA bundle opts ask for, or nil for none.

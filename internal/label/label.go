@@ -38,6 +38,10 @@ const (
 	// with that volume, so the token is how a call knows what it made, and
 	// so may remove after a failed create.
 	CreatedBy = "io.stockade.created-by"
+	// Role says what part of a session an object plays besides its
+	// sandbox, keeper and volumes: RoleGate for the egress gate's container
+	// and network.
+	Role = "io.stockade.role"
 )
 
 // Kinds.
@@ -46,6 +50,11 @@ const (
 	KindToolchain = "toolchain"
 	KindProbe     = "probe"
 	KindImage     = "image"
+)
+
+// Values of Role.
+const (
+	RoleGate = "gate" // a NetLimited session's egress gate and its network
 )
 
 // Base returns the labels every object Stockade creates carries.

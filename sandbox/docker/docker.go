@@ -51,6 +51,11 @@
 // cannot isolate such sandboxes from each other: there Provision refuses
 // NetUnrestricted with sandbox.ErrNetworkingUnsupported.
 //
+// A NetLimited sandbox sits on an internal network of its own with its
+// egress gate, whose only way out is Config.GateNetwork; see gate.go and
+// docs/SECURITY.md. Engines that cannot keep that network from the host
+// (Podman) refuse NetLimited with sandbox.ErrNetworkingUnsupported.
+//
 // # How commands run and die
 //
 // The engine has no way to kill an exec. Every Exec therefore runs a small
@@ -111,6 +116,8 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/gate"
+	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -147,8 +154,28 @@ type Config struct {
 	// SubnetPool is the IPv4 range, in CIDR notation, from which the
 	// owner's network for NetUnrestricted sandboxes takes a /24; empty
 	// means DefaultSubnetPool. Choose a range no network of the host or its
-	// neighbours uses: sandboxes could not reach those.
+	// neighbours uses: sandboxes could not reach those. Sessions' gate
+	// networks take a /28 each from it too.
 	SubnetPool string
+	// GateNetwork names the network gates reach the outside on (their
+	// only way out); empty means the engine's default "bridge".
+	GateNetwork string
+	// GateAllowPrivate lists the private ranges gates may reach (a
+	// platform's internal registry, tests' upstreams); nil refuses every
+	// private destination. Loopback, link-local (cloud metadata) and
+	// unspecified destinations are refused whatever it says.
+	GateAllowPrivate []netip.Prefix
+	// GateExtraHosts are "name:address" lines added to every gate's
+	// /etc/hosts, which the gate reads before DNS: to pin a name, or (in
+	// tests) to point an allowed name at a refused address. The address
+	// rules apply to them as to DNS answers.
+	GateExtraHosts []string
+	// GateUnrestricted routes NetUnrestricted sandboxes through a gate of
+	// their own too, one that admits every host but keeps the address
+	// rules (so the host's and other private addresses stay out of reach
+	// unless GateAllowPrivate admits them) and records every request for
+	// EgressLog. False gives them the owner's bridge network.
+	GateUnrestricted bool
 }
 
 // engine is the part of *dockerapi.Client the backend uses.
@@ -173,6 +200,7 @@ type engine interface {
 	NetworkCreate(ctx context.Context, n dockerapi.NetworkCreate) (string, error)
 	NetworkList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Network, error)
 	NetworkRemove(ctx context.Context, id string) error
+	NetworkConnect(ctx context.Context, network, container string, aliases ...string) error
 }
 
 // Provider is the Docker implementation of sandbox.Provider.
@@ -181,7 +209,17 @@ type Provider struct {
 	owner   string
 	log     *slog.Logger
 	revoker sandbox.GateTokenRevoker
-	pool    netip.Prefix // of owners' subnets
+	pool    netip.Prefix // of owners' and gate networks' subnets
+
+	// The egress gate's settings (Config.Gate…) and the engine that
+	// builds its default image.
+	gateOut     string
+	gatePrivate []netip.Prefix
+	gateHosts   []string
+	gateAny     bool // Config.GateUnrestricted
+	images      image.Engine
+	gateImgMu   sync.Mutex
+	gateImg     string // ID of the default gate image, once built
 
 	mu       sync.Mutex
 	cpus     container.CPUs                         // the engine's, to clamp limits with
@@ -212,7 +250,19 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{eng: c, owner: owner, log: log, revoker: cfg.GateTokenRevoker, pool: pool, revokers: map[domain.ID]sandbox.GateTokenRevoker{}}, nil
+	private, err := parsePrivate(cfg.GateAllowPrivate)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkExtraHosts(cfg.GateExtraHosts); err != nil {
+		return nil, err
+	}
+	out := cfg.GateNetwork
+	if out == "" {
+		out = "bridge"
+	}
+	return &Provider{eng: c, owner: owner, log: log, revoker: cfg.GateTokenRevoker, pool: pool, revokers: map[domain.ID]sandbox.GateTokenRevoker{},
+		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -260,6 +310,15 @@ type resolved struct {
 	cfg      container.Spec
 	keeper   container.Spec
 	keepName string
+
+	// The egress gate of a NetLimited session (resolveGate).
+	gated        bool
+	gate         container.Spec
+	gateName     string
+	gateNet      string // the session's gate network
+	gateDigest   string // label.Spec of the gate container
+	gateSettings gate.Settings
+	minter       sandbox.GateTokenMinter
 }
 
 // specDigest digests what must match for Provision to adopt a sandbox: the
@@ -345,11 +404,14 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		network = "none"
 	case domain.NetUnrestricted:
 		network = p.networkName()
+		if p.gateAny {
+			network = p.gateNetName(spec.SessionID)
+		}
 	case domain.NetLimited:
 		if spec.Gate == nil {
 			return nil, fmt.Errorf("docker: networking %q needs a Gate (egress only through the gate): %w", domain.NetLimited, sandbox.ErrNetworkingUnsupported)
 		}
-		return nil, fmt.Errorf("docker: networking %q: the egress gate is not implemented yet: %w", domain.NetLimited, sandbox.ErrNetworkingUnsupported)
+		network = p.gateNetName(spec.SessionID)
 	}
 	workdir := spec.Workdir
 	if workdir == "" {
@@ -403,6 +465,12 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if _, ok := env["HOME"]; !ok {
 		env["HOME"] = workdir // writable, unlike the image's idea of a home
 	}
+	gated := spec.Gate != nil || spec.Networking.Mode() == domain.NetUnrestricted && p.gateAny
+	if gated {
+		for k, v := range proxyEnv() {
+			env[k] = v // ValidateEnv kept these names out of spec.Env
+		}
+	}
 	roots := sandbox.WritablePaths(workdir)
 	bound, err := storageBound(h)
 	if err != nil {
@@ -424,6 +492,11 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	for i, root := range r.roots {
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
 		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
+	}
+	if gated {
+		if err := p.resolveGate(ctx, r); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -498,6 +571,8 @@ type made struct {
 	keeper    string   // container ID; "" if this call made none
 	container string   // container ID; "" if this call made none
 	network   bool     // this call needed the owner's network
+	gate      string   // gate container ID; "" if this call made none
+	gateNet   bool     // this call created the session's gate network
 }
 
 // create makes the session's volumes, network (when it needs one), keeper
@@ -508,7 +583,17 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 	if err := p.volumes(ctx, r, name, m); err != nil {
 		return nil, false, err
 	}
-	if r.network != "none" {
+	switch {
+	case r.gated:
+		// The gate answers before the sandbox exists: a sandbox never
+		// runs without its gate.
+		if err := p.ensureGateNetwork(ctx, r, m); err != nil {
+			return nil, false, err
+		}
+		if err := p.ensureGate(ctx, r, m); err != nil {
+			return nil, false, err
+		}
+	case r.network != "none":
 		m.network = true
 		if _, err := p.networkFor(ctx); err != nil {
 			return nil, false, err
@@ -533,7 +618,7 @@ func (p *Provider) createContainer(ctx context.Context, r *resolved, cfg dockera
 	switch {
 	case errors.Is(err, dockerapi.ErrConflict):
 		return nil, true, nil
-	case errors.Is(err, dockerapi.ErrNotFound) && r.network != "none" && p.networkGone(ctx):
+	case errors.Is(err, dockerapi.ErrNotFound) && r.network != "none" && !r.gated && p.networkGone(ctx):
 		return nil, true, nil
 	case errors.Is(err, dockerapi.ErrNotFound):
 		return nil, false, fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", r.spec.Image, err)
@@ -542,8 +627,11 @@ func (p *Provider) createContainer(ctx context.Context, r *resolved, cfg dockera
 	}
 	m.container = id
 	b = p.box(id, name, r.spec.SessionID, r.workdir, r.uid)
+	if r.gated {
+		b.gate = true
+	}
 	if err := b.start(ctx); err != nil {
-		if r.network != "none" && p.networkGone(ctx) {
+		if r.network != "none" && !r.gated && p.networkGone(ctx) {
 			// A Reap elsewhere removed the network before this container
 			// started (the engine lets it: only running containers hold a
 			// network): remove the container and make both again.
@@ -574,6 +662,21 @@ func (p *Provider) discard(ctx context.Context, m *made) error {
 		_, err := p.eng.ContainerInspect(dctx, p.containerName(m.session))
 		if errors.Is(err, dockerapi.ErrNotFound) {
 			errs = append(errs, p.removeContainer(dctx, m.keeper))
+		}
+	}
+	// A gate (and its network) this call made goes too, unless a sandbox
+	// of the session exists (a concurrent Provision's, now using it).
+	if m.gate != "" || m.gateNet {
+		_, err := p.eng.ContainerInspect(dctx, p.containerName(m.session))
+		if errors.Is(err, dockerapi.ErrNotFound) {
+			if m.gate != "" {
+				errs = append(errs, p.removeContainer(dctx, m.gate))
+			}
+			if m.gateNet {
+				if err := p.removeGateNetwork(dctx, m.session); err != nil && !errors.Is(err, dockerapi.ErrForbidden) && !errors.Is(err, dockerapi.ErrConflict) {
+					errs = append(errs, err)
+				}
+			}
 		}
 	}
 	// A network no session uses would be no session's, and so never
@@ -727,7 +830,18 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 	if err := p.keep(ctx, r, &made{}); err != nil {
 		return nil, err
 	}
+	// The pairing: the session's gate network and gate, made for this
+	// spec, running and answering, before the sandbox runs again.
+	if r.gated {
+		if err := p.ensureGateNetwork(ctx, r, &made{}); err != nil {
+			return nil, err
+		}
+		if err := p.ensureGate(ctx, r, &made{}); err != nil {
+			return nil, err
+		}
+	}
 	b := p.box(c.ID, name, r.spec.SessionID, r.workdir, uid)
+	b.gate = r.gated
 	// Start (a no-op when running) and make sure the roots are ready: the
 	// Provision that created the container may still be preparing them.
 	return b, b.start(ctx)
@@ -761,7 +875,9 @@ func (p *Provider) Attach(ctx context.Context, sessionID domain.ID) (sandbox.San
 	if err != nil {
 		return nil, fmt.Errorf("docker: session %s: %w", sessionID, err)
 	}
-	return p.box(c.ID, strings.TrimPrefix(c.Name, "/"), sessionID, c.Config.WorkingDir, uid), nil
+	b := p.box(c.ID, strings.TrimPrefix(c.Name, "/"), sessionID, c.Config.WorkingDir, uid)
+	b.gate = c.HostConfig.NetworkMode == p.gateNetName(sessionID)
+	return b, nil
 }
 
 // find returns session id's container in any state, or ErrNotFound.
@@ -825,7 +941,15 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: list volumes: %w", err)
 	}
-	labels := make([]map[string]string, 0, len(cs)+len(vs))
+	// A gate network outlives a crash between its creation and the gate's.
+	ns, err := p.eng.NetworkList(ctx, dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession)))
+	if err != nil {
+		return nil, fmt.Errorf("docker: list networks: %w", err)
+	}
+	labels := make([]map[string]string, 0, len(cs)+len(vs)+len(ns))
+	for _, n := range ns {
+		labels = append(labels, n.Labels)
+	}
 	for _, c := range cs {
 		labels = append(labels, c.Labels)
 	}
@@ -874,8 +998,9 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	defer cancel()
 	start := time.Now()
 	name := p.containerName(id)
-	// The container and its keeper go together; the volumes after both.
-	names := []string{name, p.keeperName(id)}
+	// The container, its keeper and its gate go together; the networks
+	// and volumes after them.
+	names := []string{name, p.keeperName(id), p.gateName(id)}
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, n := range names {
@@ -898,8 +1023,12 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	// The network before the volumes: a crash between the two then leaves
-	// volumes, by which Owned still finds the session and Reap finishes.
+	// The networks before the volumes: a crash between the two then
+	// leaves volumes, by which Owned still finds the session and Reap
+	// finishes.
+	if err := p.removeGateNetwork(rctx, id); err != nil {
+		return err
+	}
 	if err := p.removeNetworkIfUnused(rctx); err != nil {
 		return err
 	}
@@ -934,6 +1063,9 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 		}
 	}
 	if late {
+		if err := p.removeGateNetwork(rctx, id); err != nil {
+			return err
+		}
 		if err := p.removeNetworkIfUnused(rctx); err != nil {
 			return err
 		}

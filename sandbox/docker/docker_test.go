@@ -62,6 +62,17 @@ func newProvider(t testing.TB, owner string) (*Provider, *counting) {
 	return p, c
 }
 
+// newGateProvider is newProvider with cfg (gates on a test network).
+func newGateProvider(t testing.TB, cfg Config) (*Provider, *counting) {
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counting{engine: p.eng}
+	p.eng = c
+	return p, c
+}
+
 // leftovers lists what owner still has in the engine.
 func leftovers(c *dockerapi.Client, owner string) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
@@ -109,12 +120,14 @@ func TestContract(t *testing.T) {
 	c := enginetest.Client(t)
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
-	p, counter := newProvider(t, owner)
-	other, _ := newProvider(t, owner)
+	u := enginetest.StartUpstream(t, c, owner)
+	p, counter := newGateProvider(t, gateConfig(u, owner))
+	other, _ := newGateProvider(t, gateConfig(u, owner))
 	sandboxtest.Run(t, sandboxtest.Harness{
 		// Podman cannot disable traffic between the containers of a
 		// network (see network.go).
 		NetUnrestrictedRefused: isPodman(t, c),
+		Gate:                   gateHarness(u),
 		Provider:               p,
 		Other:                  other,
 		Image:                  img,

@@ -24,6 +24,7 @@ type box struct {
 	workdir string
 	uid     int64
 	roots   []string
+	gate    bool // NetLimited: Exec heals the session's gate first
 }
 
 var _ sandbox.Sandbox = (*box)(nil)
@@ -99,6 +100,13 @@ func (b *box) execErr(err error) error {
 func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
 	if strings.IndexByte(req.Command, 0) >= 0 {
 		return sandbox.ExecResult{}, fmt.Errorf("docker: command holds a NUL byte")
+	}
+	if b.gate {
+		// A dead gate fails closed (the sandbox reaches nothing); it is
+		// started again before the next command.
+		if err := b.p.healGate(ctx, b.session); err != nil {
+			return sandbox.ExecResult{}, err
+		}
 	}
 	res, err := b.exec(ctx, container.ExecSpec{
 		Argv: []string{"/bin/sh", "-c", req.Command}, User: b.user(), Dir: b.workdir,

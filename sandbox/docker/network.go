@@ -124,7 +124,7 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 		if !errors.Is(err, dockerapi.ErrNotFound) {
 			return "", err
 		}
-		subnet, err := p.freeSubnet(ctx)
+		subnet, err := p.freeSubnet(ctx, ownerSubnetBits, p.owner)
 		if err != nil {
 			return "", err
 		}
@@ -156,9 +156,10 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, maxNetworkRounds)
 }
 
-// freeSubnet returns a /24 of the pool that no network of the engine
-// overlaps, starting at the slot the owner's hash names.
-func (p *Provider) freeSubnet(ctx context.Context) (netip.Prefix, error) {
+// freeSubnet returns a subnet of bits (a /24 for an owner's network, a /28
+// for a session's gate network) of the pool that no network of the engine
+// overlaps, starting at the slot the hash of seed names.
+func (p *Provider) freeSubnet(ctx context.Context, bits int, seed string) (netip.Prefix, error) {
 	ns, err := p.eng.NetworkList(ctx, nil)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("docker: list networks: %w", err)
@@ -171,15 +172,15 @@ func (p *Provider) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 			}
 		}
 	}
-	slots := uint32(1) << (ownerSubnetBits - p.pool.Bits())
-	h := sha256.Sum256([]byte(p.owner))
+	slots := uint32(1) << (bits - p.pool.Bits())
+	h := sha256.Sum256([]byte(seed))
 	first := binary.BigEndian.Uint32(h[:4]) % slots
 	base := binary.BigEndian.Uint32(p.pool.Addr().AsSlice())
 	for i := uint32(0); i < slots; i++ {
 		slot := (first + i) % slots
 		var a [4]byte
-		binary.BigEndian.PutUint32(a[:], base+slot<<(32-ownerSubnetBits))
-		cand := netip.PrefixFrom(netip.AddrFrom4(a), ownerSubnetBits)
+		binary.BigEndian.PutUint32(a[:], base+slot<<(32-bits))
+		cand := netip.PrefixFrom(netip.AddrFrom4(a), bits)
 		free := true
 		for _, u := range used {
 			if u.Overlaps(cand) {
@@ -191,7 +192,7 @@ func (p *Provider) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 			return cand, nil
 		}
 	}
-	return netip.Prefix{}, fmt.Errorf("docker: every /%d of subnet pool %s is taken", ownerSubnetBits, p.pool)
+	return netip.Prefix{}, fmt.Errorf("docker: every /%d of subnet pool %s is taken", bits, p.pool)
 }
 
 // networkGone reports whether the owner's network no longer exists (a Reap

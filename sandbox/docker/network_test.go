@@ -184,7 +184,7 @@ func TestFreeSubnet(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := &Provider{eng: tt.eng, owner: "o", pool: pool}
-		got, err := p.freeSubnet(context.Background())
+		got, err := p.freeSubnet(context.Background(), ownerSubnetBits, p.owner)
 		if tt.want == "" && err == nil || tt.want != "" && (err != nil || got.String() != tt.want) {
 			t.Errorf("freeSubnet(pool %s, used %v) = %v, %v; want %q", tt.pool, tt.eng.list, got, err, tt.want)
 		}
@@ -194,7 +194,7 @@ func TestFreeSubnet(t *testing.T) {
 	seen := map[string]bool{}
 	for _, o := range []string{"a", "b", "c", "d"} {
 		p := &Provider{eng: subnets(), owner: o, pool: pool}
-		got, err := p.freeSubnet(context.Background())
+		got, err := p.freeSubnet(context.Background(), ownerSubnetBits, p.owner)
 		if err != nil || !pool.Contains(got.Addr()) || got.Bits() != ownerSubnetBits {
 			t.Errorf("freeSubnet(owner %s) = %v, %v; want a /%d of %s", o, got, err, ownerSubnetBits, pool)
 		}

@@ -40,7 +40,8 @@ type Harness struct {
 	Other sandbox.Provider
 	// Image is present in the backend and has a BusyBox-compatible
 	// /bin/sh with id, ps, sleep, setsid, dd, head, stat, mkfifo, find, md5sum,
-	// truncate, grep, tr and xargs.
+	// truncate, grep, tr and xargs; for the gate cases (Gate set), also
+	// a `busybox` with wget, nc (with -e), nslookup and ssl_client.
 	Image string
 	// OtherImage is a second image (another ID) for the spec-mismatch
 	// case; "" skips that part.
@@ -67,6 +68,12 @@ type Harness struct {
 	// them: the suite then checks that Provision answers
 	// sandbox.ErrNetworkingUnsupported and leaves nothing.
 	NetUnrestrictedRefused bool
+	// Gate is the upstream the gate cases reach. Nil means the backend
+	// does not support NetLimited: Provision must refuse it with
+	// sandbox.ErrNetworkingUnsupported. With it, the backend must either
+	// refuse so (on this engine) or pass every gate case; such a backend's
+	// Provider must also implement EgressLogger.
+	Gate *GateHarness
 }
 
 // run is the state one Run shares among its subtests.
@@ -105,7 +112,7 @@ func Run(t *testing.T, h Harness) {
 		{"Provision/ConcurrentConverge", testConcurrent},
 		{"Provision/SpecMismatch", testSpecMismatch},
 		{"Provision/RefusesBadSpec", testBadSpec},
-		{"Provision/NetLimitedRefused", testNetLimited},
+		{"Gate", testGate},
 		{"Provision/ForeignNameRefused", testForeignName},
 		{"Provision/StartsStopped", testStopped},
 		{"Hardening/Applied", testHardening},

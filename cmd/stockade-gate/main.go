@@ -1,0 +1,83 @@
+// Command stockade-gate is the egress gate of NetLimited sessions: an HTTP
+// forward proxy that admits only the session's allowed hosts (package
+// internal/gate has the logic, the threat model and the protocol). The
+// backend runs it as the main process of the session's gate container:
+//
+//	stockade-gate          serve proxy requests on :3128 (configuration from the environment)
+//	stockade-gate ready    exit 0 when the gate in this container serves
+//	stockade-gate log      print the egress record (JSON) of the gate in this container
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/stockade/stockade/internal/gate"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0 || args[0] == "serve":
+		if err := serve(ctx, getenv, stderr); err != nil {
+			fmt.Fprintln(stderr, "stockade-gate:", err)
+			return 1
+		}
+		return 0
+	case len(args) == 1 && (args[0] == gate.CmdReady || args[0] == gate.CmdLog):
+		if err := gate.Ask(ctx, gate.ControlSocket, args[0], stdout); err != nil {
+			fmt.Fprintln(stderr, "stockade-gate:", err)
+			return 1
+		}
+		return 0
+	default:
+		fmt.Fprintln(stderr, "usage: stockade-gate [serve | ready | log]")
+		return 2
+	}
+}
+
+func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	st, err := gate.FromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	cfg := gate.Config{Policy: st.Policy, Logger: logger}
+	if st.Controlplane != "" {
+		if cfg.Credentials, err = gate.FetchCredentials(ctx, http.DefaultClient, st.Controlplane, st.Session, st.Token); err != nil {
+			return err
+		}
+	}
+	stopTelemetry, err := telemetry(ctx, st, &cfg)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
+	s := gate.New(cfg)
+	pl, err := net.Listen("tcp", gate.ListenAddr)
+	if err != nil {
+		return err
+	}
+	// The control socket opens after the proxy listens: "ready" then means
+	// the proxy takes connections.
+	cl, err := net.Listen("unix", gate.ControlSocket)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- s.Serve(ctx, pl) }()
+	go func() { errc <- s.ServeControl(ctx, cl) }()
+	return <-errc
+}

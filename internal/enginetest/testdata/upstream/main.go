@@ -1,0 +1,80 @@
+// Command upstream is the gate tests' upstream server, run in a container
+// on the test network: plain HTTP on :8080 and HTTPS (a certificate it
+// makes at start, for every name) on :8443, both answering
+// "upstream host=<Host> path=<path>" or, for /bytes?n=N, N bytes; and UDP
+// on :9999, counting datagrams, whose count GET /udp answers. It is test
+// code, built by the tests with the host's go command. Its TLS accepts what
+// busybox's ssl_client (the tests' TLS client) offers: RSA key exchange and
+// SHA-1 handshake signatures, which Go no longer allows by default.
+
+//go:debug tlsrsakex=1
+//go:debug tlssha1=1
+package main
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	var udp atomic.Int64
+	pc, err := net.ListenPacket("udp", ":9999")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err == nil {
+				udp.Add(1)
+			}
+		}
+	}()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/udp", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, udp.Load()) })
+	zeros := make([]byte, 1<<20)
+	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		for n > 0 {
+			k := min(n, int64(len(zeros)))
+			if _, err := w.Write(zeros[:k]); err != nil {
+				return
+			}
+			n -= k
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "upstream host=%s path=%s tls=%v auth=%s\n", r.Host, r.URL.Path, r.TLS != nil, r.Header.Get("Authorization"))
+	})
+	// RSA: busybox's ssl_client, the tests' TLS client, has no ECDSA.
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream"},
+		DNSNames: []string{"allowed.test", "sub.allowed.test", "denied.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tl, err := tls.Listen("tcp", ":8443", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { log.Fatal(http.Serve(tl, mux)) }()
+	log.Fatal(http.ListenAndServe(":8080", mux))
+}

@@ -1,0 +1,144 @@
+package enginetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// Upstream is the gate tests' outside world: one container of
+// testdata/upstream on a network of its own, with the DNS aliases
+// allowed.test, sub.allowed.test and denied.test.
+type Upstream struct {
+	Network string       // the test network's name: the gates' Config.GateNetwork
+	Subnet  netip.Prefix // its range: the gates' Config.GateAllowPrivate
+	IP      string       // the upstream's address on it
+	id      string       // the upstream container
+}
+
+var (
+	upstreamImgOnce sync.Once
+	upstreamImg     string
+	upstreamImgErr  error
+)
+
+// upstreamImage builds testdata/upstream (beside this file) with the host's go command and
+// composes it into an image (once per test process).
+func upstreamImage(t testing.TB, c *dockerapi.Client) string {
+	t.Helper()
+	upstreamImgOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stockade-upstream-")
+		if err != nil {
+			upstreamImgErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "upstream")
+		_, file, _, _ := runtime.Caller(0)
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/upstream")
+		cmd.Dir = filepath.Dir(file)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			upstreamImgErr = fmt.Errorf("go build testdata/upstream: %v: %s", err, out)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := image.Build(ctx, c, image.Options{NoGo: true, NoBusybox: true, NoCABundle: true, Program: bin, Tag: "stockade/test-upstream:local"})
+		upstreamImg, upstreamImgErr = res.ID, err
+	})
+	if upstreamImgErr != nil {
+		t.Fatalf("upstream image: %v", upstreamImgErr)
+	}
+	return upstreamImg
+}
+
+// StartUpstream makes the test network (a /24 of 10.215.0.0/16 no other
+// network uses) and the upstream on it; both go at the test's end.
+func StartUpstream(t testing.TB, c *dockerapi.Client, owner string) *Upstream {
+	t.Helper()
+	img := upstreamImage(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var b [3]byte
+	rand.Read(b[:])
+	u := &Upstream{Network: "stockade-test-up-" + hex.EncodeToString(b[:])}
+	// Not the provider's owner: Leftovers must not count the fixture.
+	labels := label.Base(owner+"-upstream", "test")
+	for i := 0; ; i++ {
+		u.Subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 215, b[i%3] ^ byte(i), 0}), 24)
+		_, err := c.NetworkCreate(ctx, dockerapi.NetworkCreate{Name: u.Network, Driver: "bridge", Labels: labels, CheckDuplicate: true,
+			IPAM: &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: u.Subnet.String()}}}})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, dockerapi.ErrForbidden) || i > 20 {
+			t.Fatalf("create the test network: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if u.id != "" {
+			c.ContainerRemove(ctx, u.id, dockerapi.RemoveOptions{Force: true})
+		}
+		c.NetworkRemove(ctx, u.Network)
+	})
+	cfg, err := container.Spec{Image: img, Network: u.Network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test"}, Labels: labels}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.id, err = c.ContainerCreate(ctx, "", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ContainerStart(ctx, u.id); err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.ContainerInspect(ctx, u.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.IP = j.NetworkSettings.Networks[u.Network].IPAddress
+	if u.IP == "" {
+		t.Fatalf("upstream has no address on %s", u.Network)
+	}
+	// The host reaches the test network; wait until the upstream answers.
+	for i := 0; ; i++ {
+		if _, err := u.UDPCount(); err == nil {
+			break
+		} else if i > 100 {
+			t.Fatalf("upstream does not answer: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return u
+}
+
+// UDPCount asks the upstream how many UDP datagrams it received.
+func (u *Upstream) UDPCount() (string, error) {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get("http://" + u.IP + ":8080/udp")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

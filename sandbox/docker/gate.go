@@ -1,0 +1,428 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/gate"
+	"github.com/stockade/stockade/internal/image"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// A NetLimited session has three parts besides its volumes: the sandbox,
+// its egress gate (a container running cmd/stockade-gate) and the
+// session's gate network, an internal bridge of a /28 from
+// Config.SubnetPool on which the two are the only members. The network is
+// made with Internal (the engine drops everything that would leave it)
+// and inhibit_ipv4 (the host's end of the bridge gets no address, so
+// there is no gateway: nothing on the network can reach the host, which an
+// internal network alone still lets through). The gate is also attached
+// to Config.GateNetwork, its one way out; the sandbox reaches the gate by
+// its alias (gateAlias) through the engine's embedded DNS, which on an
+// internal network answers only for its members. See docs/SECURITY.md.
+
+// gateAlias is the gate's DNS name on its session network, in the
+// sandbox's proxy variables.
+const gateAlias = "stockade-gate"
+
+// gateSubnetBits is the prefix length of a session's gate network: 16
+// addresses, of which the network, broadcast and (unassigned) gateway
+// addresses leave 13 for the gate and the sandbox.
+const gateSubnetBits = 28
+
+// inhibitOption is the bridge driver option that leaves the host's end of
+// the bridge without an IPv4 address.
+const inhibitOption = "com.docker.network.bridge.inhibit_ipv4"
+
+// gateProgram is where the gate image has the gate (image.ProgramDir).
+const gateProgram = image.ProgramDir + "/stockade-gate"
+
+// Budgets of the gate's lifecycle.
+const (
+	// gateReadyBudget bounds the wait for a started gate to answer ready.
+	gateReadyBudget = 30 * time.Second
+	// gateCommandTimeout bounds one `stockade-gate ready|log` exec.
+	gateCommandTimeout = 15 * time.Second
+	// maxGateLogBytes bounds the record EgressLog reads, in bytes: the
+	// gate keeps gate.DefaultLogRecords records of a few hundred bytes.
+	maxGateLogBytes = 4 << 20
+)
+
+// ErrGateDown reports a gated session whose gate is not running (or not
+// there): its sandbox reaches nothing until Provision or Exec heals it.
+var ErrGateDown = errors.New("docker: egress gate is not running")
+
+// gateName is the deterministic name of session id's gate container.
+func (p *Provider) gateName(id domain.ID) string {
+	h := sha256.Sum256([]byte(p.owner))
+	return container.NamePrefix + "g-" + hex.EncodeToString(h[:4]) + "-" + string(id)
+}
+
+// gateNetName is the deterministic name of session id's gate network.
+func (p *Provider) gateNetName(id domain.ID) string {
+	h := sha256.Sum256([]byte(p.owner))
+	return container.NamePrefix + "gn-" + hex.EncodeToString(h[:4]) + "-" + string(id)
+}
+
+// gateLabels are the labels of session id's gate container and network.
+func (p *Provider) gateLabels(id domain.ID) map[string]string {
+	l := p.labels(id)
+	l[label.Role] = label.RoleGate
+	return l
+}
+
+// proxyEnv is what a gated sandbox's environment gets: both spellings of
+// the proxy variables (curl reads only the lower-case http_proxy), all
+// names sandbox.ReservedEnvName keeps from the Spec.
+func proxyEnv() map[string]string {
+	u := "http://" + gateAlias + ":" + strconv.Itoa(gate.Port)
+	return map[string]string{"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u}
+}
+
+// gateImage returns the image a gate of spec runs: GateSpec.Image, or
+// Stockade's own, built on first use (image.BuildGate) and remembered.
+func (p *Provider) gateImage(ctx context.Context, g *sandbox.GateSpec) (string, error) {
+	if g.Image != "" {
+		return g.Image, nil
+	}
+	p.gateImgMu.Lock()
+	defer p.gateImgMu.Unlock()
+	if p.gateImg != "" {
+		return p.gateImg, nil
+	}
+	if p.images == nil {
+		return "", errors.New("docker: no engine to build the gate image with; give GateSpec.Image")
+	}
+	res, err := image.BuildGate(ctx, p.images, image.Options{Logger: p.log})
+	if err != nil {
+		return "", fmt.Errorf("docker: %w", err)
+	}
+	p.gateImg = res.ID
+	return p.gateImg, nil
+}
+
+// resolveGate fills in r's gate: names, container spec and digest. A
+// NetUnrestricted session (Config.GateUnrestricted) gets a gate of the
+// default image that admits every host.
+func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
+	g, any := r.spec.Gate, r.spec.Networking.Mode() == domain.NetUnrestricted
+	if g == nil {
+		g = &sandbox.GateSpec{}
+	}
+	if g.OTelEndpoint != "" {
+		return fmt.Errorf("docker: GateSpec.OTelEndpoint: this gate does not export telemetry yet: %w", sandbox.ErrNetworkingUnsupported)
+	}
+	img, err := p.gateImage(ctx, g)
+	if err != nil {
+		return err
+	}
+	id := r.spec.SessionID
+	hosts := make([]string, len(r.spec.Networking.AllowedHosts))
+	for i, h := range r.spec.Networking.AllowedHosts {
+		hosts[i] = strings.ToLower(h)
+	}
+	slices.Sort(hosts)
+	r.gated = true
+	r.gateName, r.gateNet = p.gateName(id), p.gateNetName(id)
+	r.gateSettings = gate.Settings{
+		Policy:       gate.Policy{Allowed: hosts, AnyHost: any, Private: p.gatePrivate},
+		Session:      string(id),
+		Controlplane: g.ControlplaneURL,
+	}
+	r.minter = g.TokenMinter
+	cs := container.GateSpec(p.owner, string(id))
+	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{gateAlias}, p.gateHosts
+	cs.Env = r.gateSettings.Env()
+	sum := sha256.Sum256([]byte(strings.Join([]string{img, strings.Join(hosts, ","), cs.Env[gate.EnvAny], cs.Env[gate.EnvPrivate],
+		strings.Join(p.gateHosts, ","), g.ControlplaneURL, p.gateOut}, "\x00")))
+	r.gateDigest = hex.EncodeToString(sum[:12])
+	cs.Labels[label.Spec] = r.gateDigest
+	r.gate = cs
+	return nil
+}
+
+// ensureGateNetwork makes sure session r's gate network exists and
+// isolates as it must, creating it (and recording that in m) if needed.
+func (p *Provider) ensureGateNetwork(ctx context.Context, r *resolved, m *made) error {
+	name, id := r.gateNet, r.spec.SessionID
+	for round := 0; round < maxNetworkRounds; round++ {
+		n, err := p.findNetwork(ctx, name)
+		if err == nil {
+			if !label.Has(n.Labels, p.gateLabels(id)) || n.Driver != "bridge" {
+				return fmt.Errorf("docker: network %s exists but is not session %s's gate network; refusing to use it", name, id)
+			}
+			if !n.Internal || n.Options[inhibitOption] != "true" {
+				return fmt.Errorf("docker: networking %q: the engine did not keep network %s internal with %s=true, so the sandbox could reach the host past its gate: %w",
+					domain.NetLimited, name, inhibitOption, sandbox.ErrNetworkingUnsupported)
+			}
+			return nil
+		}
+		if !errors.Is(err, dockerapi.ErrNotFound) {
+			return err
+		}
+		subnet, err := p.freeSubnet(ctx, gateSubnetBits, p.owner+"\x00"+string(id))
+		if err != nil {
+			return err
+		}
+		_, err = p.eng.NetworkCreate(ctx, dockerapi.NetworkCreate{
+			Name:           name,
+			Driver:         "bridge",
+			Internal:       true,
+			Labels:         p.gateLabels(id),
+			Options:        map[string]string{inhibitOption: "true"},
+			IPAM:           &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: subnet.String()}}},
+			CheckDuplicate: true,
+		})
+		switch {
+		case err == nil:
+			m.gateNet = true
+			continue // check what the engine made
+		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
+			if err := sleep(ctx, time.Duration(round+1)*20*time.Millisecond, false); err != nil {
+				return fmt.Errorf("docker: create network %s: %w", name, err)
+			}
+		default:
+			return fmt.Errorf("docker: create network %s: %w", name, err)
+		}
+	}
+	return fmt.Errorf("docker: create network %s: still taken, or no free /%d in %s, after %d rounds", name, gateSubnetBits, p.pool, maxNetworkRounds)
+}
+
+// ensureGate makes sure session r's gate exists, runs and answers, creating
+// it if needed. Only the call whose create wins persists a token (minted
+// before the create, handed to the gate in its environment, persisted
+// before the gate starts); a loser, or a call that finds the gate, mints
+// nothing it keeps. What it creates is recorded in m.
+func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
+	id := r.spec.SessionID
+	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+		c, err := p.eng.ContainerInspect(ctx, r.gateName)
+		switch {
+		case err == nil:
+			if !label.Has(c.Config.Labels, p.gateLabels(id)) {
+				return fmt.Errorf("docker: a container named %s exists without session %s's gate labels; refusing to use it", r.gateName, id)
+			}
+			if got := c.Config.Labels[label.Spec]; got != r.gateDigest {
+				return fmt.Errorf("docker: session %s: %w: its gate was made for another policy, image, control plane or gate network (reap the session first)", id, sandbox.ErrSpecMismatch)
+			}
+			if c.State.Status == "created" && attempt < maxProvisionAttempts-5 {
+				// The Provision that won the create is persisting its
+				// token and connecting the gate: the gate must not start
+				// before that.
+				if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
+					return fmt.Errorf("docker: gate %s: %w", r.gateName, err)
+				}
+				continue
+			}
+			if c.State.Status == "created" {
+				// Its creator died before persisting its token and
+				// starting it: make it again, with a token of ours.
+				if err := p.removeContainer(ctx, c.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			if !c.State.Running {
+				// A gate that died starts again.
+				if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
+					return fmt.Errorf("docker: start gate %s: %w", r.gateName, err)
+				}
+			}
+			return p.waitGate(ctx, c.ID, r.gateName)
+		case !errors.Is(err, dockerapi.ErrNotFound):
+			return fmt.Errorf("docker: inspect %s: %w", r.gateName, err)
+		}
+		spec := r.gate
+		var token string
+		if r.minter != nil {
+			token = r.minter.Generate()
+			spec.Env = maps.Clone(spec.Env)
+			spec.Env[gate.EnvToken] = token
+		}
+		cfg, err := spec.Config()
+		if err != nil {
+			return fmt.Errorf("docker: %w", err)
+		}
+		cid, err := p.eng.ContainerCreate(ctx, r.gateName, cfg)
+		switch {
+		case errors.Is(err, dockerapi.ErrConflict):
+			// Another Provision won: its token is the session's; this
+			// one's is dropped unpersisted.
+			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
+				return fmt.Errorf("docker: create %s: %w", r.gateName, err)
+			}
+			continue
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return fmt.Errorf("docker: create gate %s (is gate image %q present? sandboxes never pull): %w", r.gateName, spec.Image, err)
+		case err != nil:
+			return fmt.Errorf("docker: create %s: %w", r.gateName, err)
+		}
+		m.gate = cid
+		if r.minter != nil {
+			if err := r.minter.Persist(ctx, id, token); err != nil {
+				return fmt.Errorf("docker: persist the gate token of %s: %w", id, err)
+			}
+		}
+		if err := p.eng.NetworkConnect(ctx, p.gateOut, cid); err != nil {
+			return fmt.Errorf("docker: connect gate %s to network %s: %w", r.gateName, p.gateOut, err)
+		}
+		if err := p.eng.ContainerStart(ctx, cid); err != nil {
+			return fmt.Errorf("docker: start gate %s: %w", r.gateName, err)
+		}
+		return p.waitGate(ctx, cid, r.gateName)
+	}
+	return fmt.Errorf("docker: create %s: the container kept vanishing", r.gateName)
+}
+
+// gateCommand runs `stockade-gate cmd` in the gate container cid.
+func (p *Provider) gateCommand(ctx context.Context, cid, cmd string, outCap int64) (container.Result, error) {
+	return container.Exec(ctx, p.eng, cid, container.ExecSpec{
+		Argv: []string{gateProgram, cmd}, Timeout: gateCommandTimeout, OutputCap: outCap,
+		// A gate command that hangs means a broken gate: killing it
+		// fails closed, and the next Provision or Exec starts it again.
+		Policy: container.KillContainer, Logger: p.log,
+	})
+}
+
+// waitGate waits until the gate cid answers ready. A gate that exits
+// first (a bad configuration, a control plane that refused it) is an
+// error at once.
+func (p *Provider) waitGate(ctx context.Context, cid, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, gateReadyBudget)
+	defer cancel()
+	for i := 0; ; i++ {
+		res, err := p.gateCommand(ctx, cid, gate.CmdReady, 4096)
+		if err == nil && res.ExitCode == 0 && strings.TrimSpace(string(res.Stdout)) == "ok" {
+			return nil
+		}
+		c, ierr := p.eng.ContainerInspect(ctx, cid)
+		if ierr == nil && !c.State.Running && c.State.Status != "created" && c.State.Status != "restarting" {
+			return fmt.Errorf("docker: gate %s %s (exit status %d) before it was ready: %w", name, c.State.Status, c.State.ExitCode, ErrGateDown)
+		}
+		if err := sleep(ctx, time.Duration(min(i+1, 10))*20*time.Millisecond, false); err != nil {
+			return fmt.Errorf("docker: gate %s not ready after %v (last: %v): %w", name, gateReadyBudget, errors.Join(err, ierr), ErrGateDown)
+		}
+	}
+}
+
+// healGate makes sure session id's gate runs before a command of the
+// sandbox does: a gate that died is started again; one that is gone is
+// ErrGateDown (Provision makes it again).
+func (p *Provider) healGate(ctx context.Context, id domain.ID) error {
+	name := p.gateName(id)
+	c, err := p.eng.ContainerInspect(ctx, name)
+	switch {
+	case errors.Is(err, dockerapi.ErrNotFound):
+		if _, err := p.eng.ContainerInspect(ctx, p.containerName(id)); errors.Is(err, dockerapi.ErrNotFound) {
+			return fmt.Errorf("docker: session %s: %w", id, sandbox.ErrNotFound) // reaped
+		}
+		return fmt.Errorf("docker: session %s: its gate %s is gone; Provision makes it again: %w", id, name, ErrGateDown)
+	case err != nil:
+		return fmt.Errorf("docker: inspect %s: %w", name, err)
+	case !label.Has(c.Config.Labels, p.gateLabels(id)):
+		return fmt.Errorf("docker: %s is not session %s's gate: %w", name, id, ErrGateDown)
+	case c.State.Running:
+		return nil
+	}
+	p.log.Warn("starting a gate that stopped", "container", name, "session", string(id), "phase", "heal")
+	if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
+		return fmt.Errorf("docker: start gate %s: %w", name, err)
+	}
+	return p.waitGate(ctx, c.ID, name)
+}
+
+// EgressLog returns what session sessionID's gate recorded, oldest first:
+// every request it saw (at most gate.DefaultLogRecords, the oldest dropped
+// beyond), with its verdict. A session without a gate is
+// sandbox.ErrNotFound; a gate that is not running is ErrGateDown (its
+// record went with it: the record lives in the gate's memory).
+func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) ([]domain.EgressRecord, error) {
+	if err := sessionID.Validate(); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	name := p.gateName(sessionID)
+	c, err := p.eng.ContainerInspect(ctx, name)
+	switch {
+	case errors.Is(err, dockerapi.ErrNotFound):
+		return nil, fmt.Errorf("docker: session %s has no gate: %w", sessionID, sandbox.ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
+	case !label.Has(c.Config.Labels, p.gateLabels(sessionID)):
+		return nil, fmt.Errorf("docker: %s is not session %s's gate: %w", name, sessionID, sandbox.ErrNotFound)
+	case !c.State.Running:
+		return nil, fmt.Errorf("docker: session %s: %w", sessionID, ErrGateDown)
+	}
+	res, err := p.gateCommand(ctx, c.ID, gate.CmdLog, maxGateLogBytes)
+	if err != nil {
+		return nil, fmt.Errorf("docker: read the record of %s: %w", name, err)
+	}
+	if res.ExitCode != 0 || res.Truncated() {
+		return nil, fmt.Errorf("docker: read the record of %s: exit status %d, truncated %v: %s", name, res.ExitCode, res.Truncated(), res.Stderr)
+	}
+	var dump gate.LogDump
+	if err := json.Unmarshal(res.Stdout, &dump); err != nil {
+		return nil, fmt.Errorf("docker: read the record of %s: %w", name, err)
+	}
+	return dump.Records, nil
+}
+
+// removeGateNetwork removes session id's gate network if it is there and
+// no container uses it any more.
+func (p *Provider) removeGateNetwork(ctx context.Context, id domain.ID) error {
+	name := p.gateNetName(id)
+	n, err := p.findNetwork(ctx, name)
+	if errors.Is(err, dockerapi.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !label.Has(n.Labels, p.gateLabels(id)) {
+		return nil // not ours to remove
+	}
+	err = p.eng.NetworkRemove(ctx, n.ID)
+	if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
+		return nil
+	}
+	return fmt.Errorf("docker: remove network %s: %w", name, err)
+}
+
+// parsePrivate checks Config.GateAllowPrivate.
+func parsePrivate(ps []netip.Prefix) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, len(ps))
+	for i, pr := range ps {
+		if !pr.IsValid() {
+			return nil, fmt.Errorf("docker: GateAllowPrivate[%d] is not a prefix", i)
+		}
+		out[i] = pr.Masked()
+	}
+	return out, nil
+}
+
+// checkExtraHosts checks Config.GateExtraHosts: "name:IPv4 or IPv6".
+func checkExtraHosts(hs []string) error {
+	for _, h := range hs {
+		name, addr, ok := strings.Cut(h, ":")
+		if _, err := gate.CanonicalHost(name); !ok || err != nil {
+			return fmt.Errorf("docker: GateExtraHosts entry %q: want name:address", h)
+		}
+		if _, err := netip.ParseAddr(addr); err != nil {
+			return fmt.Errorf("docker: GateExtraHosts entry %q: %w", h, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,349 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/sandboxtest"
+)
+
+// gateConfig is the provider configuration the gate tests use: gates on
+// the test network, its range admitted, and allowed names pinned to
+// refused addresses.
+func gateConfig(u *enginetest.Upstream, owner string) Config {
+	return Config{
+		Owner:            owner,
+		GateNetwork:      u.Network,
+		GateAllowPrivate: []netip.Prefix{u.Subnet},
+		GateExtraHosts: []string{
+			"loop.allowed.test:127.0.0.1",
+			"meta.allowed.test:169.254.169.254",
+			"private.allowed.test:10.0.0.1", // private, outside the admitted range
+		},
+	}
+}
+
+// harness is what sandboxtest's gate cases need of this fixture.
+func gateHarness(u *enginetest.Upstream) *sandboxtest.GateHarness {
+	return &sandboxtest.GateHarness{
+		Allowed:    "allowed.test",
+		Wildcard:   "*.allowed.test",
+		Sub:        "sub.allowed.test",
+		Denied:     "denied.test",
+		Loopback:   "loop.allowed.test",
+		Metadata:   "meta.allowed.test",
+		Private:    "private.allowed.test",
+		HTTPPort:   8080,
+		TLSPort:    8443,
+		UpstreamIP: u.IP,
+	}
+}
+
+// gsh runs a command in the sandbox and fails the test on a backend error.
+func gsh(t *testing.T, sb sandbox.Sandbox, cmd string) sandbox.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: cmd, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Exec(%q) = %v", cmd, err)
+	}
+	return res
+}
+
+// TestGate is what only this backend's topology can be asked: UDP, the
+// host, another session, a killed gate, the objects Reap removes. The
+// cases every backend must pass are sandboxtest's (TestContract).
+func TestGate(t *testing.T) {
+	c := enginetest.Client(t)
+	if isPodman(t, c) {
+		t.Skip("Podman refuses NetLimited (TestContract checks the refusal)")
+	}
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	u := enginetest.StartUpstream(t, c, owner)
+	p, err := New(gateConfig(u, owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		ids, _ := p.Owned(ctx)
+		for _, id := range ids {
+			p.Reap(ctx, id)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	limited := domain.Networking{Type: domain.NetLimited, AllowedHosts: []string{"allowed.test", "*.allowed.test"}}
+	start := time.Now()
+	sbA, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-a", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first gated Provision (gate image built or found): %v", time.Since(start))
+	start = time.Now()
+	sbB, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-b", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second gated Provision: %v", time.Since(start))
+
+	t.Run("Allowed", func(t *testing.T) {
+		res := gsh(t, sbA, "busybox wget -q -O - http://allowed.test:8080/a")
+		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "upstream host=allowed.test:8080 path=/a") {
+			t.Errorf("allowed GET = %+v", res)
+		}
+	})
+	t.Run("UDPDoesNotLeave", func(t *testing.T) {
+		before, err := u.UDPCount()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// tftp sends a UDP read request to the port; nothing may arrive.
+		gsh(t, sbA, "timeout 2 busybox tftp -g -r x -l /tmp/x "+u.IP+" 9999; timeout 2 busybox tftp -g -r x -l /tmp/x allowed.test 9999; true")
+		after, _ := u.UDPCount()
+		// The counter works: a datagram from the host arrives.
+		conn, err := net.Dial("udp", u.IP+":9999")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte("control"))
+		conn.Close()
+		time.Sleep(200 * time.Millisecond)
+		control, _ := u.UDPCount()
+		if after != before || control == after {
+			t.Errorf("upstream's UDP count %s before the sandbox's datagrams, %s after, %s after the host's one; want unchanged, then one more", before, after, control)
+		}
+	})
+	t.Run("HostUnreachable", func(t *testing.T) {
+		l, err := net.Listen("tcp4", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		var reached sync.WaitGroup
+		hits := 0
+		var mu sync.Mutex
+		reached.Add(1)
+		go func() {
+			defer reached.Done()
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				hits++
+				mu.Unlock()
+				c.Close()
+			}
+		}()
+		port := l.Addr().(*net.TCPAddr).Port
+		j, err := c.ContainerInspect(ctx, p.gateName("gate-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The host's addresses a container could know: the docker0
+		// gateway, the test network's gateway, the gate network's would-be
+		// gateway (its .1), and the gate's own address on the test network.
+		targets := []string{"172.17.0.1", u.Subnet.Addr().Next().String(), j.NetworkSettings.Networks[u.Network].IPAddress}
+		if gn, err := p.findNetwork(ctx, p.gateNetName("gate-a")); err == nil && len(gn.IPAM.Config) > 0 {
+			pr := netip.MustParsePrefix(gn.IPAM.Config[0].Subnet)
+			targets = append(targets, pr.Addr().Next().String())
+		}
+		var cmd []string
+		for _, a := range targets {
+			cmd = append(cmd, fmt.Sprintf("busybox nc -w 2 %s %d </dev/null && echo REACHED %s", a, port, a))
+		}
+		res := gsh(t, sbA, strings.Join(cmd, "; ")+"; cat /proc/sys/net/ipv6/conf/all/disable_ipv6")
+		l.Close()
+		reached.Wait()
+		if hits != 0 || strings.Contains(res.Stdout, "REACHED") {
+			t.Errorf("the sandbox reached the host (%d connections): %s %s", hits, res.Stdout, res.Stderr)
+		}
+		if !strings.HasSuffix(strings.TrimSpace(res.Stdout), "1") {
+			t.Errorf("IPv6 is not disabled in the sandbox: %q", res.Stdout)
+		}
+	})
+	t.Run("OtherSessionUnreachable", func(t *testing.T) {
+		jb, err := c.ContainerInspect(ctx, sbB.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jg, err := c.ContainerInspect(ctx, p.gateName("gate-b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cmd []string
+		for _, n := range jb.NetworkSettings.Networks {
+			cmd = append(cmd, "busybox nc -w 2 "+n.IPAddress+" 22 </dev/null && echo REACHED")
+		}
+		for _, n := range jg.NetworkSettings.Networks {
+			cmd = append(cmd, fmt.Sprintf("busybox wget -T 2 -Y off -q -O - http://%s:3128/ && echo REACHED", n.IPAddress))
+			cmd = append(cmd, fmt.Sprintf("http_proxy=http://%s:3128 busybox wget -T 2 -q -O - http://allowed.test:8080/ && echo REACHED", n.IPAddress))
+		}
+		res := gsh(t, sbA, strings.Join(cmd, "; ")+"; true")
+		if strings.Contains(res.Stdout, "REACHED") || strings.Contains(res.Stdout, "upstream") {
+			t.Errorf("session A reached session B or its gate: %s %s", res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("KilledGateFailsClosedAndHeals", func(t *testing.T) {
+		gid := p.gateName("gate-a")
+		if err := c.ContainerKill(ctx, gid, "KILL"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ContainerWait(ctx, gid, dockerapi.WaitNotRunning); err != nil {
+			t.Fatal(err)
+		}
+		// Straight into the container, past Exec's healing.
+		start := time.Now()
+		res, err := container.Exec(ctx, c, sbA.ID(), container.ExecSpec{
+			Argv:    []string{"/bin/sh", "-c", "timeout 5 busybox wget -T 3 -q -O - http://allowed.test:8080/dead; echo status $?; busybox wget -T 3 -Y off -q -O - http://" + u.IP + ":8080/dead; echo direct $?"},
+			Timeout: 30 * time.Second, Policy: container.KillContainer,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(res.Stdout), "upstream") || strings.Contains(string(res.Stdout), "status 0") || strings.Contains(string(res.Stdout), "direct 0") {
+			t.Errorf("with the gate dead: %q %q; want both requests to fail", res.Stdout, res.Stderr)
+		}
+		t.Logf("requests with a dead gate failed in %v", time.Since(start))
+		if _, err := p.EgressLog(ctx, "gate-a"); !errors.Is(err, ErrGateDown) {
+			t.Errorf("EgressLog of a dead gate = %v; want ErrGateDown", err)
+		}
+		ok := gsh(t, sbA, "busybox wget -q -O - http://allowed.test:8080/healed")
+		if ok.ExitCode != 0 || !strings.Contains(ok.Stdout, "path=/healed") {
+			t.Errorf("after Exec healed the gate: %+v", ok)
+		}
+	})
+	t.Run("FailedGateLeavesNothing", func(t *testing.T) {
+		// A gate that cannot start (its control plane refuses it) and a
+		// token that cannot be persisted each fail Provision, and leave
+		// no object of the session.
+		for i, g := range []*sandbox.GateSpec{
+			{ControlplaneURL: "http://" + u.IP + ":8080/not-a-control-plane"},
+			{TokenMinter: failingMinter{}},
+			{OTelEndpoint: "http://collector.invalid:4318"}, // not built: refused, not ignored
+		} {
+			id := domain.ID(fmt.Sprintf("gate-fail%d", i))
+			start := time.Now()
+			_, err := p.Provision(ctx, sandbox.Spec{SessionID: id, Image: img, Networking: limited, Gate: g})
+			if err == nil {
+				t.Errorf("Provision with gate %+v succeeded; want an error", g)
+			}
+			t.Logf("failed Provision in %v: %v", time.Since(start), err)
+			ids, err := p.Owned(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(ids, id) {
+				t.Errorf("a failed gated Provision left session %s", id)
+			}
+		}
+	})
+	t.Run("AdoptionChecksPairing", func(t *testing.T) {
+		_, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-a", Image: img, Networking: limited, Gate: &sandbox.GateSpec{ControlplaneURL: "http://elsewhere.invalid/"}})
+		if !errors.Is(err, sandbox.ErrSpecMismatch) {
+			t.Errorf("Provision of gate-a with another control plane = %v; want ErrSpecMismatch", err)
+		}
+		if _, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-a", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}}); err != nil {
+			t.Errorf("Provision of gate-a as made = %v", err)
+		}
+	})
+	t.Run("OwnedListsByGate", func(t *testing.T) {
+		// What a crash may leave: the gate (and its network) without the
+		// sandbox and keeper.
+		for _, n := range []string{p.containerName("gate-b"), p.keeperName("gate-b")} {
+			if err := c.ContainerRemove(ctx, n, dockerapi.RemoveOptions{Force: true, Volumes: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		vs, _ := c.VolumeList(ctx, dockerapi.LabelsFilter(p.labels("gate-b")))
+		for _, v := range vs {
+			c.VolumeRemove(ctx, v.Name, true)
+		}
+		ids, err := p.Owned(ctx)
+		if err != nil || !slices.Contains(ids, "gate-b") {
+			t.Errorf("Owned() = %v, %v; want gate-b, which has only its gate left", ids, err)
+		}
+	})
+	t.Run("UnrestrictedThroughGate", func(t *testing.T) {
+		cfg := gateConfig(u, owner)
+		cfg.GateUnrestricted = true
+		pu, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := pu.Provision(ctx, sandbox.Spec{SessionID: "gate-u", Image: img, Networking: domain.Networking{Type: domain.NetUnrestricted}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pu.Reap(ctx, "gate-u")
+		any := gsh(t, sb, "busybox wget -q -O - http://denied.test:8080/any")
+		loop := gsh(t, sb, "busybox wget -q -O - http://loop.allowed.test:8080/loop 2>&1")
+		direct := gsh(t, sb, "busybox wget -T 3 -Y off -q -O - http://"+u.IP+":8080/direct 2>&1")
+		if any.ExitCode != 0 || loop.ExitCode == 0 || !strings.Contains(loop.Stdout, "403") || direct.ExitCode == 0 {
+			t.Errorf("unrestricted through a gate: any host %+v, loopback %+v, direct %+v; want the first only", any, loop, direct)
+		}
+		recs, err := pu.EgressLog(ctx, "gate-u")
+		if err != nil || len(recs) != 2 || recs[0].Host != "denied.test" || recs[0].Verdict != domain.EgressAllowed || recs[1].Verdict != domain.EgressRefused {
+			t.Errorf("EgressLog = %+v, %v; want the two requests", recs, err)
+		}
+	})
+	t.Run("ReapRemovesEverything", func(t *testing.T) {
+		if err := p.Reap(ctx, "gate-b"); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{p.containerName("gate-b"), p.keeperName("gate-b"), p.gateName("gate-b")} {
+			if _, err := c.ContainerInspect(ctx, n); !errors.Is(err, dockerapi.ErrNotFound) {
+				t.Errorf("after Reap, container %s: %v", n, err)
+			}
+		}
+		if _, err := p.findNetwork(ctx, p.gateNetName("gate-b")); !errors.Is(err, dockerapi.ErrNotFound) {
+			t.Errorf("after Reap, the gate network: %v", err)
+		}
+		vs, err := c.VolumeList(ctx, dockerapi.LabelsFilter(p.labels("gate-b")))
+		if err != nil || len(vs) != 0 {
+			t.Errorf("after Reap, volumes %v, %v", vs, err)
+		}
+	})
+}
+
+// failingMinter cannot persist.
+type failingMinter struct{}
+
+func (failingMinter) Generate() string { return "never-persisted" }
+func (failingMinter) Persist(context.Context, domain.ID, string) error {
+	return errors.New("the control plane's store is down")
+}
+
+func TestGateConfigRefused(t *testing.T) {
+	for _, cfg := range []Config{
+		{GateExtraHosts: []string{"no-address"}},
+		{GateExtraHosts: []string{"name.:10.0.0.1"}},
+		{GateExtraHosts: []string{"name:not-an-ip"}},
+		{GateAllowPrivate: []netip.Prefix{{}}},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) succeeded; want a refusal", cfg)
+		}
+	}
+	if _, err := New(Config{GateExtraHosts: []string{"pinned.test:10.0.0.1", "v6.test:::1"}, GateAllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}}); err != nil {
+		t.Errorf("New with good gate settings = %v", err)
+	}
+}
