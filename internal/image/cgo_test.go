@@ -17,7 +17,7 @@ func TestCToolchainPackages(t *testing.T) {
 			t.Errorf("packages not sorted: %s before %s", pkgs[i-1].Name, p.Name)
 		}
 	}
-	for _, want := range []string{"gcc", "gcc-12", "binutils", "libc6", "libc6-dev", "linux-libc-dev"} {
+	for _, want := range []string{"gcc", "gcc-12", "binutils", "libc6", "libc6-dev", "linux-libc-dev", "libc-bin"} {
 		if !have[want] {
 			t.Errorf("the C toolchain lacks %s", want)
 		}
