@@ -410,8 +410,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if d, ok = b.phase(acquireBudget); !ok {
 		return timedOut()
 	}
-	acq := acquireExecer{r: r, src: snap.Dir, until: time.Now().Add(d)}
-	got, err := AcquireModules(ctx, acq, m, ic.img)
+	got, snap, err := AcquireSnapshot(ctx, r, snap, m, ic.img, time.Now().Add(d))
 	switch {
 	case err != nil:
 		return nil, err
@@ -423,7 +422,12 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	case got.Failure != nil:
 		rep.Acquisition = got.Failure
 		return finish()
+	case got.Updated != nil:
+		// From here on the tree with the updated manifests is the one
+		// validated and asked about.
+		rep.Source.Updated = got.Updated
 	}
+	acq := acquireExecer{r: r, src: snap.Dir}
 
 	phase("validate")
 	vt, ok := b.phase(timeout)
