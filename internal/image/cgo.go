@@ -83,6 +83,21 @@ func CToolchainPackages() []DebPackage {
 	return pkgs
 }
 
+// CPackagesDigest is the "sha256:" of pkgs' "name=version" lines, sorted:
+// LabelCPackages of an image whose C toolchain layer is that set.
+func CPackagesDigest(pkgs []DebPackage) string {
+	lines := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		lines[i] = p.String() + "\n"
+	}
+	sort.Strings(lines)
+	h := sha256.New()
+	for _, l := range lines {
+		io.WriteString(h, l)
+	}
+	return digest(h)
+}
+
 // parsePackages reads "name=version" lines; # starts a comment.
 func parsePackages(s string) ([]DebPackage, error) {
 	var out []DebPackage

@@ -63,3 +63,14 @@ func TestAptSHA256(t *testing.T) {
 		t.Errorf("aptSHA256(unknown version) = %v; want ErrNoDebian naming it", err)
 	}
 }
+
+// TestCPackagesDigest: the label names the set, whatever its order, and
+// changes with any version.
+func TestCPackagesDigest(t *testing.T) {
+	a := []DebPackage{{"gcc", "4:12.2.0-3"}, {"libc-bin", "2.36-9+deb12u14"}}
+	b := []DebPackage{a[1], a[0]}
+	c := []DebPackage{a[0], {"libc-bin", "2.36-9+deb12u13"}}
+	if CPackagesDigest(a) != CPackagesDigest(b) || CPackagesDigest(a) == CPackagesDigest(c) || !strings.HasPrefix(CPackagesDigest(a), "sha256:") {
+		t.Errorf("digests %s %s %s", CPackagesDigest(a), CPackagesDigest(b), CPackagesDigest(c))
+	}
+}

@@ -264,6 +264,17 @@ func TestCToolchainImage(t *testing.T) {
 	if r1.ID != r2.ID || r2.Loaded || r1.CToolchain == "" {
 		t.Errorf("second Build: %s (loaded %v), C toolchain %q; want %s again, not loaded", r2.ID, r2.Loaded, r1.CToolchain, r1.ID)
 	}
+	infos, err := image.List(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := false
+	for _, in := range infos {
+		labelled = labelled || in.ID == r1.ID && in.CPackages == image.CPackagesDigest(image.CToolchainPackages())
+	}
+	if !labelled {
+		t.Errorf("image %s does not carry %s of the package set", r1.ID, image.LabelCPackages)
+	}
 	if len(r1.Tags) != 1 || !strings.HasSuffix(r1.Tags[0], "-cgo-local") {
 		t.Errorf("tags %v; want stockade/go:<version>-cgo-local", r1.Tags)
 	}

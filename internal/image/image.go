@@ -60,6 +60,11 @@ const (
 	// LabelCToolchain is the sha256 of the C toolchain's package set (names,
 	// versions and each package's SHA256); absent without one.
 	LabelCToolchain = "io.stockade.image.c-toolchain"
+	// LabelCPackages is CPackagesDigest of the C toolchain's package set
+	// (names and versions only, so it is known without asking apt); absent
+	// without one. Choosing an image compares it with the set this
+	// Stockade carries, so an image of an older set is not used.
+	LabelCPackages = "io.stockade.image.c-packages"
 	// LabelInputs digests the inputs together with the layout version: two
 	// images with the same value were built from the same things.
 	LabelInputs = "io.stockade.image.inputs"
@@ -426,6 +431,9 @@ type Info struct {
 	// CToolchain is LabelCToolchain: empty for an image without the C
 	// toolchain.
 	CToolchain string
+	// CPackages is LabelCPackages: empty without the C toolchain, and for
+	// images built before the label existed.
+	CPackages string
 	// Pinned is the registry reference (name@digest) of an image
 	// Stockade uses but did not build; empty for images Build made.
 	Pinned string
@@ -447,7 +455,7 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(imgs))
 	for _, im := range imgs {
-		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], Size: im.Size})
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], CPackages: im.Labels[LabelCPackages], Size: im.Size})
 	}
 	sortInfos(out)
 	return out, nil

@@ -89,8 +89,12 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 	}
 	var locals []imagetable.Local
 	tags := map[string][]string{}
+	// An image with the C toolchain qualifies only with this Stockade's
+	// package set: one built from an older list is passed over (and a new
+	// one built), as it may lack what the list now carries.
+	cset := image.CPackagesDigest(image.CToolchainPackages())
 	for _, in := range infos {
-		if in.GoVersion != "" && (in.CToolchain != "") == req.Cgo {
+		if in.GoVersion != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
 			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
 			tags[in.ID] = in.Tags
 		}

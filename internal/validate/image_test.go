@@ -108,6 +108,24 @@ func TestPickImage(t *testing.T) {
 			t.Errorf("pickImage(go 1.16) = %+v; want go1.26.8 standing in, noted", c)
 		}
 	})
+	t.Run("a cgo image of another package set is passed over", func(t *testing.T) {
+		cgoImage := func(hex byte, set string) dockerapi.ImageSummary {
+			im := localImage("go1.26.8", hex)
+			im.Labels[image.LabelCToolchain], im.Labels[image.LabelCPackages] = "sha256:x", set
+			return im
+		}
+		current := image.CPackagesDigest(image.CToolchainPackages())
+		// 'b' sorts first: an older set (or one from before the label)
+		// must not win by order.
+		eng := &fakeImages{have: map[string]string{}, locals: []dockerapi.ImageSummary{cgoImage('b', ""), cgoImage('d', "sha256:older"), cgoImage('e', current), localImage("go1.26.8", 'a')}}
+		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.26", Cgo: true}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.img.ID != id('e') || !c.img.CToolchain {
+			t.Errorf("pickImage(go 1.26, cgo) = %+v; want the image of the current package set", c)
+		}
+	})
 	t.Run("newer than every release names the build command", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}, locals: present}
 		_, err := pickImage(ctx, eng, imageRequest{Directive: "1.99"}, log)
