@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,10 @@ Debian's packages at exact versions), so cgo is on as on a developer's
 machine with a C compiler; a C header or library the module needs beyond
 libc is a finding of its own (missing_c_header, missing_c_library).
 -cgo=false validates in the smaller image without one (CGO_ENABLED=0).
+-apt-packages adds Debian packages to that layer (a library's -dev package,
+with what it depends on, at the versions the host's apt gives or the ones
+named), composed the same way: the same packages give the same image,
+built once and chosen again.
 
 While it works on a terminal, inspect shows the current phase and the time
 spent on stderr; otherwise it prints nothing but the report.
@@ -97,6 +102,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		imageRef     = fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>")
 		pull         = fs.Bool("pull", false, "pull the -image reference if the engine does not have it")
 		cgo          = fs.Bool("cgo", true, "validate in the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0")
+		aptPackages  = fs.String("apt-packages", "", "comma-separated Debian packages (`name[=version],...`) to add to the C toolchain layer, such as zlib1g-dev")
 		verbose      = fs.Bool("v", false, "log debug detail to stderr")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
@@ -108,6 +114,15 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		}
 		if *pull && *imageRef == "" {
 			return usagef("inspect", "stockade inspect: -pull applies to -image only")
+		}
+		var apt []string
+		for _, p := range strings.Split(*aptPackages, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				apt = append(apt, p)
+			}
+		}
+		if len(apt) > 0 && !*cgo {
+			return usagef("inspect", "stockade inspect: -apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
 		}
 		if *timeout <= 0 || *deadline <= 0 || *lockTimeout < 0 {
 			return usagef("inspect", "stockade inspect: -timeout and -deadline must be positive and -lock-timeout not negative")
@@ -143,6 +158,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			Image:        *imageRef,
 			Pull:         *pull,
 			Cgo:          *cgo,
+			AptPackages:  apt,
 			Logger:       log,
 			// Waiting is the one thing said off a terminal: a run that
 			// seems to hang should say why.

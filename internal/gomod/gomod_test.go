@@ -59,6 +59,7 @@ func TestCheck_Fixtures(t *testing.T) {
 		{repo: "cgo", wantGo: "1.27"},
 		{repo: "cgo-broken", wantGo: "1.27"},
 		{repo: "cgo-missing-header", wantGo: "1.27"},
+		{repo: "cgo-zlib", wantGo: "1.26"},
 		{repo: "newer-go", wantReason: ReasonGoVersion, wantPath: "go.mod"},
 		{repo: "workspace", wantReason: ReasonWorkspace, wantPath: "go.work"},
 		{repo: "vendored", wantReason: ReasonVendor, wantPath: "vendor"},

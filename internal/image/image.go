@@ -97,6 +97,13 @@ type Options struct {
 	// Without it the image sets CGO_ENABLED=0. It needs Go.
 	CToolchain bool
 
+	// AptPackages are Debian packages added to the C toolchain layer at
+	// these exact versions (ResolvePackages makes them from names, with
+	// what they depend on), fetched, checked and composed like the rest:
+	// the same set gives the same image ID. The image is tagged
+	// "-cgo-<12 hex of the set's digest>-local". It needs CToolchain.
+	AptPackages []DebPackage
+
 	// NoGo builds the base image only: /etc, /tmp and busybox. Tests of the
 	// session sandboxes use it; it needs a busybox.
 	NoGo bool
@@ -282,6 +289,9 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if opts.CToolchain && opts.NoGo {
 		return nil, errors.New("image: CToolchain set with NoGo")
 	}
+	if len(opts.AptPackages) > 0 && !opts.CToolchain {
+		return nil, fmt.Errorf("%w: Debian packages go into the C toolchain layer, which CToolchain adds", ErrAptPackage)
+	}
 	if opts.NoBusybox && opts.Busybox != "" {
 		return nil, errors.New("image: Busybox set with NoBusybox")
 	}
@@ -325,7 +335,11 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	}
 	var c *cToolchain
 	if opts.CToolchain {
-		if c, err = prepareC(ctx, CToolchainPackages(), tc.goarch, opts.CacheDir); err != nil {
+		pkgs, err := WithPackages(opts.AptPackages)
+		if err != nil {
+			return nil, err
+		}
+		if c, err = prepareC(ctx, pkgs, tc.goarch, opts.CacheDir); err != nil {
 			return nil, err
 		}
 	}
@@ -335,7 +349,10 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 		if tc != nil {
 			tag = goTag(tc.version)
 		}
-		if c != nil {
+		switch {
+		case c != nil && len(opts.AptPackages) > 0:
+			tag = strings.TrimSuffix(tag, "-local") + "-cgo-" + strings.TrimPrefix(CPackagesDigest(c.pkgs), "sha256:")[:12] + "-local"
+		case c != nil:
 			tag = strings.TrimSuffix(tag, "-local") + "-cgo-local"
 		}
 	}

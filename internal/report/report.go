@@ -170,6 +170,10 @@ type Image struct {
 	// (gcc, binutils, libc headers), so cgo is on as the go command's
 	// default; false for the small image (CGO_ENABLED=0).
 	CToolchain bool `json:"c_toolchain,omitempty"`
+	// AptPackages are the Debian packages ("name=version") the C toolchain
+	// layer carries besides its own, asked for with -apt-packages; empty
+	// without.
+	AptPackages []string `json:"apt_packages,omitempty"`
 }
 
 // Check is one of list, build, vet and test.

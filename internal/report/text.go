@@ -66,6 +66,9 @@ func WriteText(w io.Writer, r *Report) error {
 		if im.Built {
 			notes = append(notes, "built by this run")
 		}
+		if len(im.AptPackages) > 0 {
+			notes = append(notes, "with "+strings.Join(im.AptPackages, ", "))
+		}
 		if len(notes) > 0 {
 			fmt.Fprintf(&b, " [%s]", strings.Join(notes, "; "))
 		}

@@ -58,6 +58,9 @@ type imageRequest struct {
 	// Cgo picks (or builds) an image with the C toolchain layer, where
 	// cgo is on by default; without it, an image without (CGO_ENABLED=0).
 	Cgo bool
+	// AptPackages are Debian packages, at exact versions, the C toolchain
+	// layer carries besides its own (image.ResolvePackages); they need Cgo.
+	AptPackages []image.DebPackage
 }
 
 // selectImage is pickImage for a go directive alone; a nil table means
@@ -92,7 +95,14 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 	// An image with the C toolchain qualifies only with this Stockade's
 	// package set: one built from an older list is passed over (and a new
 	// one built), as it may lack what the list now carries.
-	cset := image.CPackagesDigest(image.CToolchainPackages())
+	set, err := image.WithPackages(req.AptPackages)
+	if err != nil {
+		return imageChoice{}, err
+	}
+	if len(req.AptPackages) > 0 && !req.Cgo {
+		return imageChoice{}, fmt.Errorf("%w: Debian packages need the C toolchain (cgo)", image.ErrAptPackage)
+	}
+	cset := image.CPackagesDigest(set)
 	for _, in := range infos {
 		if in.GoVersion != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
 			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
@@ -105,7 +115,7 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 	}
 	var ic imageChoice
 	if !c.Local {
-		opts := image.Options{Logger: log, CToolchain: req.Cgo}
+		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: req.AptPackages}
 		from := "the host's go" + c.Go
 		if c.Source == imagetable.SourceProxy || req.Cgo {
 			if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
@@ -128,6 +138,9 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 		ic.notes = append(ic.notes, fmt.Sprintf("no toolchain image for go %s was present; built %s from %s", c.Want, firstTag(res.Tags, res.ID), from))
 	}
 	ic.img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: ic.img.Built, CToolchain: req.Cgo}
+	for _, p := range req.AptPackages {
+		ic.img.AptPackages = append(ic.img.AptPackages, p.String())
+	}
 	if c.StoodIn {
 		ic.notes = append(ic.notes, standInNote(c))
 	}

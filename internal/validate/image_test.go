@@ -286,3 +286,50 @@ func TestInspect_Cgo(t *testing.T) {
 		})
 	}
 }
+
+// TestInspect_AptPackages validates a module that includes zlib.h and
+// links -lz in the host's C toolchain image: without the package the
+// missing header is a finding of its own kind; with -apt-packages
+// zlib1g-dev (resolved by the host's apt, composed into an image of its
+// own) the module is clean and the report names the package.
+func TestInspect_AptPackages(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	dir, err := filepath.Abs(filepath.Join(repos, "cgo-zlib"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		apt  []string
+	}{
+		{"without", nil},
+		{"with zlib1g-dev", []string{"zlib1g-dev"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			rep, err := Inspect(context.Background(), eng, InspectOptions{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: DefaultLockTimeout, Cgo: true, AptPackages: tc.apt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("inspect %s: %v, image %+v, notes %q", tc.name, time.Since(start), rep.Image, rep.Notes)
+			if rep.Image == nil || !rep.Image.CToolchain {
+				t.Fatalf("image %+v; want the C toolchain image", rep.Image)
+			}
+			if tc.apt == nil {
+				found := false
+				for _, c := range rep.Checks {
+					for _, f := range c.Findings {
+						found = found || f.Kind == KindMissingCHeader && strings.Contains(f.Message, "zlib.h")
+					}
+				}
+				if rep.Verdict != report.Failing || !found || len(rep.Image.AptPackages) != 0 {
+					t.Errorf("verdict %s, image %+v, checks %+v; want failing with a %s finding naming zlib.h", rep.Verdict, rep.Image, rep.Checks, KindMissingCHeader)
+				}
+				return
+			}
+			if rep.Verdict != report.Clean || len(rep.Image.AptPackages) != 1 || !strings.HasPrefix(rep.Image.AptPackages[0], "zlib1g-dev=") {
+				t.Errorf("verdict %s, image %+v, checks %+v; want clean in an image naming zlib1g-dev", rep.Verdict, rep.Image, rep.Checks)
+			}
+		})
+	}
+}

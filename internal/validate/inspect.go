@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
+	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/testjson"
@@ -126,6 +127,12 @@ type InspectOptions struct {
 	// as on a developer's machine with a C compiler; the CLI sets it unless
 	// -cgo=false. Without it the image has no C compiler (CGO_ENABLED=0).
 	Cgo bool
+	// AptPackages are Debian packages ("name" or "name=version") to add
+	// to the C toolchain layer, with what they depend on
+	// (image.ResolvePackages, from the host's apt): a library's -dev
+	// package for a module that needs it. They need Cgo; the image with
+	// them is built once and chosen again for the same set.
+	AptPackages []string
 	// Owner labels the run's containers; empty means toolchain's default.
 	Owner string
 	// Logger receives debug detail; nil discards.
@@ -312,7 +319,12 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
-	ic, err := pickImage(pctx, eng, imageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo}, log)
+	apt, err := image.ResolvePackages(pctx, o.AptPackages)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ic, err := pickImage(pctx, eng, imageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo, AptPackages: apt}, log)
 	cancel()
 	if cut(pctx, err) {
 		return timedOut()
