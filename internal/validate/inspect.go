@@ -550,11 +550,14 @@ func sourceOf(s toolchain.Snapshot) *report.Source {
 }
 
 // acquireExecer runs module commands in one-shot acquire containers on the
-// snapshot, each ending by until, its phase's end.
+// snapshot, each ending by until, its phase's end; with a staging
+// directory, in mutate containers with -modfile naming its go.mod, so the
+// go command may update the manifests there.
 type acquireExecer struct {
-	r     *toolchain.Runner
-	src   string
-	until time.Time
+	r       *toolchain.Runner
+	src     string
+	staging string
+	until   time.Time
 }
 
 // Exec runs argv for at most timeout (zero: the rest of the phase). With
@@ -570,7 +573,11 @@ func (a acquireExecer) Exec(ctx context.Context, argv []string, timeout time.Dur
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+hostGrace)
 	defer cancel()
-	res, err := a.r.Run(ctx, toolchain.Job{Profile: toolchain.Acquire, Cmd: argv, Source: a.src, Timeout: timeout})
+	job := toolchain.Job{Profile: toolchain.Acquire, Cmd: argv, Source: a.src, Timeout: timeout}
+	if a.staging != "" {
+		job.Profile, job.Cmd, job.Staging = toolchain.Mutate, withModFile(argv), a.staging
+	}
+	res, err := a.r.Run(ctx, job)
 	return outputOf(res), err
 }
 

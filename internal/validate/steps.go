@@ -123,7 +123,7 @@ func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, snap toolchain.Sn
 	if err != nil {
 		return Acquired{}, snap, err
 	}
-	mut := mutateExecer{r: r, src: snap.Dir, staging: staging, until: until}
+	mut := acquireExecer{r: r, src: snap.Dir, staging: staging, until: until}
 	staged, err := AcquireModules(ctx, mut, m, img)
 	if err != nil || staged.TimedOut || staged.NewerToolchain != nil || staged.Failure != nil {
 		return staged, snap, err
@@ -153,31 +153,6 @@ func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, snap toolchain.Sn
 		return Acquired{}, snap, err
 	}
 	return Acquired{Updated: u}, post, nil
-}
-
-// mutateExecer runs module commands in one-shot mutate containers on the
-// snapshot src with -modfile naming the staging copy of its manifests,
-// each ending by until, its phase's end.
-type mutateExecer struct {
-	r            *toolchain.Runner
-	src, staging string
-	until        time.Time
-}
-
-// Exec runs argv with -modfile=/staging/go.mod added after the go
-// subcommand's words, for at most timeout (zero: the rest of the phase).
-func (m mutateExecer) Exec(ctx context.Context, argv []string, timeout time.Duration) (Output, error) {
-	left := time.Until(m.until)
-	if timeout <= 0 || timeout > left {
-		timeout = left
-	}
-	if timeout < minPhase {
-		return Output{ExitCode: -1, TimedOut: true}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout+hostGrace)
-	defer cancel()
-	res, err := m.r.Run(ctx, toolchain.Job{Profile: toolchain.Mutate, Cmd: withModFile(argv), Source: m.src, Staging: m.staging, Timeout: timeout})
-	return outputOf(res), err
 }
 
 // withModFile inserts -modfile=/staging/go.mod after the go subcommand's
