@@ -36,6 +36,10 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"inspect a missing directory", []string{"inspect", "/nonexistent"}, exitUnsupported, "Run 'stockade help inspect'", ""},
 		{"inspect a file", []string{"inspect", file}, exitUnsupported, "not a directory", ""},
 		{"inspect with a missing fixture proxy", []string{"inspect", "-fixture-proxy", "/nonexistent", t.TempDir()}, exitUnsupported, "-fixture-proxy", ""},
+		{"maintain with a missing fixture proxy", []string{"maintain", "-fixture-proxy", "/nonexistent", t.TempDir()}, exitUnsupported, "stockade maintain: -fixture-proxy", ""},
+		{"maintain -pull without -image", []string{"maintain", "-pull", t.TempDir()}, exitUnsupported, "stockade maintain: -pull applies to -image only", ""},
+		{"maintain with both proxies", []string{"maintain", "-fixture-proxy", "x", "-proxy", "y", t.TempDir()}, exitUnsupported, "cannot be used together", ""},
+		{"maintain two directories", []string{"maintain", "a", "b"}, exitUnsupported, "usage: stockade maintain", ""},
 		{"reap with arguments", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

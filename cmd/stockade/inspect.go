@@ -5,10 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,89 +88,57 @@ Examples:
 }
 
 func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
+	rf := addRunFlags(fs, "inspect")
 	var (
-		asJSON       = fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report")
-		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy")
-		proxy        = fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy)
-		worktree     = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
-		timeout      = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
-		deadline     = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
-		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
-		lockTimeout  = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory")
-		imageRef     = fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>")
-		pull         = fs.Bool("pull", false, "pull the -image reference if the engine does not have it")
-		cgo          = fs.Bool("cgo", true, "validate in the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0")
-		aptPackages  = fs.String("apt-packages", "", "comma-separated Debian packages (`name[=version],...`) to add to the C toolchain layer, such as zlib1g-dev")
-		verbose      = fs.Bool("v", false, "log debug detail to stderr")
+		worktree = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
+		timeout  = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
+		deadline = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
-		if len(args) != 1 {
-			return usagef("inspect", "usage: stockade inspect [flags] DIR")
+		if err := rf.check(); err != nil {
+			return err
 		}
-		if *fixtureProxy != "" && *proxy != "" {
-			return usagef("inspect", "stockade inspect: -fixture-proxy and -proxy cannot be used together")
+		if *timeout <= 0 || *deadline <= 0 {
+			return rf.usagef("-timeout and -deadline must be positive")
 		}
-		if *pull && *imageRef == "" {
-			return usagef("inspect", "stockade inspect: -pull applies to -image only")
-		}
-		var apt []string
-		for _, p := range strings.Split(*aptPackages, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				apt = append(apt, p)
-			}
-		}
-		if len(apt) > 0 && !*cgo {
-			return usagef("inspect", "stockade inspect: -apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
-		}
-		if *timeout <= 0 || *deadline <= 0 || *lockTimeout < 0 {
-			return usagef("inspect", "stockade inspect: -timeout and -deadline must be positive and -lock-timeout not negative")
-		}
-		dir, err := filepath.Abs(args[0])
+		dir, err := rf.dir(args)
 		if err != nil {
-			return usagef("inspect", "stockade inspect: %v", err)
+			return err
 		}
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return usagef("inspect", "stockade inspect: %s is not a directory", args[0])
+		fp, cleanup, err := rf.fixture()
+		if err != nil {
+			return err
 		}
-		fp := *fixtureProxy
-		if fp != "" {
-			var cleanup func()
-			if fp, cleanup, err = fixtureProxyDir(fp); err != nil {
-				return err
-			}
-			defer cleanup()
-		}
-		log := slog.New(slog.DiscardHandler)
-		if *verbose {
-			log = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		}
+		defer cleanup()
+		log := rf.logger(env.stderr)
+		lockTimeout := *rf.lockTimeout
 		opts := validate.InspectOptions{
 			Dir:          dir,
 			Worktree:     *worktree,
 			FixtureProxy: fp,
-			Proxy:        *proxy,
+			Proxy:        *rf.proxy,
 			Timeout:      *timeout,
 			Deadline:     *deadline,
-			DataDir:      *dataDir,
-			LockTimeout:  *lockTimeout,
-			Image:        *imageRef,
-			Pull:         *pull,
-			Cgo:          *cgo,
-			AptPackages:  apt,
+			DataDir:      *rf.dataDir,
+			LockTimeout:  lockTimeout,
+			Image:        *rf.image,
+			Pull:         *rf.pull,
+			Cgo:          *rf.cgo,
+			AptPackages:  rf.apt(),
 			Logger:       log,
 			// Waiting is the one thing said off a terminal: a run that
 			// seems to hang should say why.
 			OnLockWait: func(holder string) {
-				fmt.Fprintf(env.stderr, "stockade inspect: another run holds the data directory (%s); waiting up to %v\n", holder, *lockTimeout)
+				fmt.Fprintf(env.stderr, "stockade inspect: another run holds the data directory (%s); waiting up to %v\n", holder, lockTimeout)
 			},
 		}
 		stopProgress := func() {}
-		if !*verbose && isTerminal(env.stderr) {
+		if !*rf.verbose && isTerminal(env.stderr) {
 			p := newProgress(env.stderr)
 			stopProgress = p.stop
 			opts.Progress = p.phase
 			opts.OnLockWait = func(holder string) {
-				p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", *lockTimeout, holder))
+				p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", lockTimeout, holder))
 			}
 		}
 		rep, err := inspect(ctx, opts)
@@ -180,7 +146,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if *rf.asJSON {
 			err = report.WriteJSON(env.stdout, rep)
 		} else {
 			err = report.WriteText(env.stdout, rep)
@@ -214,13 +180,13 @@ func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report,
 // sources in internal/modproxy's layout (such as testdata/modules), a
 // proxy generated from them into a temporary directory that cleanup
 // removes.
-func fixtureProxyDir(dir string) (string, func(), error) {
+func fixtureProxyDir(cmd, dir string) (string, func(), error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", nil, err
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return "", nil, usagef("inspect", "stockade inspect: -fixture-proxy %s is not a directory", dir)
+		return "", nil, usagef(cmd, "stockade %s: -fixture-proxy %s is not a directory", cmd, dir)
 	}
 	if _, err := modproxy.Scan(abs); err != nil {
 		return abs, func() {}, nil // not module sources: a proxy already

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/mail"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/stockade/stockade/internal/maintain"
-	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -57,6 +53,10 @@ commit message, ready for a pull request.
 -each tries every eligible candidate independently against the one
 baseline and prepares one proposal per candidate that passes.
 
+Both trees are validated in the toolchain image inspect would choose for
+DIR (the go directive's or the toolchain line's minor, with the C toolchain
+unless -cgo=false), or the one -image names; -pull applies to -image only.
+
 Exit codes:
 	0  proposal prepared (with -each: at least one, none inconclusive)
 	1  Stockade itself failed (engine, filesystem, lock timeout)
@@ -81,95 +81,78 @@ Examples:
 }
 
 func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
+	rf := addRunFlags(fs, "maintain")
 	var (
-		asJSON       = fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report")
-		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy")
-		proxy        = fs.String("proxy", "", "GOPROXY `URL` (no direct fallback); default "+validate.DefaultProxy)
-		allow        = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
-		modFlag      = fs.String("module", "", "try only this direct dependency: `path[@version]`")
-		each         = fs.Bool("each", false, "try every eligible candidate against the one baseline, one proposal per candidate that passes")
-		branch       = fs.String("branch", "", "also point a new branch `NAME` at the proposal (refused if it exists)")
-		author       = fs.String("author", "", "author and committer of the proposal, `\"Name <email>\"`; default \"Stockade <stockade@localhost>\"")
-		date         = fs.String("date", "", "author and committer date of the proposal, RFC 3339; default the validated commit's")
-		timeout      = fs.Duration("timeout", maintain.DefaultTimeout, "bound on each validation (and each arm of reruns), within -deadline")
-		deadline     = fs.Duration("deadline", maintain.DefaultDeadline, "bound on the whole command")
-		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
-		lockTimeout  = fs.Duration("lock-timeout", maintain.DefaultLockTimeout, "how long to wait for another run holding the data directory")
-		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
-		verbose      = fs.Bool("v", false, "log debug detail to stderr")
+		allow    = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
+		modFlag  = fs.String("module", "", "try only this direct dependency: `path[@version]`")
+		each     = fs.Bool("each", false, "try every eligible candidate against the one baseline, one proposal per candidate that passes")
+		branch   = fs.String("branch", "", "also point a new branch `NAME` at the proposal (refused if it exists)")
+		author   = fs.String("author", "", "author and committer of the proposal, `\"Name <email>\"`; default \"Stockade <stockade@localhost>\"")
+		date     = fs.String("date", "", "author and committer date of the proposal, RFC 3339; default the validated commit's")
+		timeout  = fs.Duration("timeout", maintain.DefaultTimeout, "bound on each validation (and each arm of reruns), within -deadline")
+		deadline = fs.Duration("deadline", maintain.DefaultDeadline, "bound on the whole command")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
-		if len(args) != 1 {
-			return usagef("maintain", "usage: stockade maintain [flags] DIR")
+		if err := rf.check(); err != nil {
+			return err
 		}
-		if *fixtureProxy != "" && *proxy != "" {
-			return usagef("maintain", "stockade maintain: -fixture-proxy and -proxy cannot be used together")
-		}
-		if *timeout <= 0 || *deadline <= 0 || *lockTimeout < 0 {
-			return usagef("maintain", "stockade maintain: -timeout and -deadline must be positive and -lock-timeout not negative")
+		if *timeout <= 0 || *deadline <= 0 {
+			return rf.usagef("-timeout and -deadline must be positive")
 		}
 		var policy maintain.Policy
 		var err error
 		if policy.Allow, err = maintain.ParseAllow(*allow); err != nil {
-			return usagef("maintain", "stockade maintain: %v", err)
+			return rf.usagef("%v", err)
 		}
 		if *modFlag != "" {
 			if policy.Module, policy.Version, err = maintain.ParseModule(*modFlag); err != nil {
-				return usagef("maintain", "stockade maintain: %v", err)
+				return rf.usagef("%v", err)
 			}
 		}
 		who := maintain.Identity{}
 		if *author != "" {
 			a, err := mail.ParseAddress(*author)
 			if err != nil || a.Name == "" {
-				return usagef("maintain", "stockade maintain: -author %q is not \"Name <email>\"", *author)
+				return rf.usagef("-author %q is not \"Name <email>\"", *author)
 			}
 			who.Name, who.Email = a.Name, a.Address
 		}
 		if *date != "" {
 			if who.Date, err = time.Parse(time.RFC3339, *date); err != nil {
-				return usagef("maintain", "stockade maintain: -date: %v", err)
+				return rf.usagef("-date: %v", err)
 			}
 		}
-		dir, err := filepath.Abs(args[0])
+		dir, err := rf.dir(args)
 		if err != nil {
-			return usagef("maintain", "stockade maintain: %v", err)
+			return err
 		}
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return usagef("maintain", "stockade maintain: %s is not a directory", args[0])
+		fp, cleanup, err := rf.fixture()
+		if err != nil {
+			return err
 		}
-		fp := *fixtureProxy
-		if fp != "" {
-			var cleanup func()
-			if fp, cleanup, err = fixtureProxyDir(fp); err != nil {
-				return err
-			}
-			defer cleanup()
-		}
-		log := slog.New(slog.DiscardHandler)
-		if *verbose {
-			log = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		}
+		defer cleanup()
+		log := rf.logger(env.stderr)
+		lockTimeout := *rf.lockTimeout
 		eng, err := dockerapi.New("")
 		if err != nil {
 			return err
 		}
 		defer eng.Close()
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
-			Dir: dir, FixtureProxy: fp, Proxy: *proxy, Timeout: *timeout, Deadline: *deadline,
-			DataDir: *dataDir, LockTimeout: *lockTimeout, Pull: *pull, Policy: policy,
+			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, Timeout: *timeout, Deadline: *deadline,
+			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
 			Each: *each, Branch: *branch, Identity: who, Logger: log,
 			OnLockWait: func(holder string) {
-				fmt.Fprintf(env.stderr, "stockade maintain: another run holds the data directory (%s); waiting up to %v\n", holder, *lockTimeout)
+				fmt.Fprintf(env.stderr, "stockade maintain: another run holds the data directory (%s); waiting up to %v\n", holder, lockTimeout)
 			},
 		})
 		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) {
-			return usagef("maintain", "stockade maintain: %v", err)
+			return rf.usagef("%v", err)
 		}
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if *rf.asJSON {
 			err = maintain.WriteJSON(env.stdout, rep)
 		} else {
 			err = maintain.WriteText(env.stdout, rep)

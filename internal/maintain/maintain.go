@@ -25,6 +25,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
+	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
@@ -91,8 +93,18 @@ type Options struct {
 	DataDir string
 	// LockTimeout is how long to wait for another run on DataDir.
 	LockTimeout time.Duration
-	// Pull pulls the pinned image when the engine does not have it.
+	// Image, when set, is the toolchain image to use instead of choosing
+	// one as inspect does: an image ID or name@sha256:<digest>.
+	Image string
+	// Pull pulls Image when the engine does not have it; without Image it
+	// does nothing.
 	Pull bool
+	// Cgo chooses (or builds) an image with the C toolchain, as inspect's
+	// Cgo does; the CLI's default is true.
+	Cgo bool
+	// AptPackages are Debian packages added to the C toolchain layer, as
+	// inspect's AptPackages are.
+	AptPackages []string
 	// Owner labels the run's containers; empty means toolchain's default.
 	Owner string
 	// Policy says which candidates may be tried.
@@ -300,8 +312,15 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return timedOut()
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
-	img, note, err := validate.SelectImage(pctx, eng, m.Go, o.Pull, x.log)
+	img, note, err := validate.SelectImage(pctx, eng, validate.ImageRequest{
+		Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo, AptPackages: o.AptPackages,
+	}, x.log)
 	cancel()
+	var tn *imagetable.TooNewError
+	if errors.As(err, &tn) {
+		rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain", Reason: tn.Error()}
+		return end(Unsupported, "the layout is not supported: %s", tn.Error())
+	}
 	if err != nil {
 		return nil, err
 	}

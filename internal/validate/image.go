@@ -39,8 +39,10 @@ type imageChoice struct {
 	note  string   // notes joined, for callers that take one
 }
 
-// imageRequest says which toolchain image a run needs.
-type imageRequest struct {
+// ImageRequest says which toolchain image a run needs. Inspect and
+// maintain fill it from go.mod and the same flags, so both pick the same
+// image for the same tree.
+type ImageRequest struct {
 	// Table lists the Go releases the module proxy serves; nil means
 	// imagetable.Default(). The host's Go is added to it.
 	Table *imagetable.Table
@@ -58,15 +60,10 @@ type imageRequest struct {
 	// Cgo picks (or builds) an image with the C toolchain layer, where
 	// cgo is on by default; without it, an image without (CGO_ENABLED=0).
 	Cgo bool
-	// AptPackages are Debian packages, at exact versions, the C toolchain
-	// layer carries besides its own (image.ResolvePackages); they need Cgo.
-	AptPackages []image.DebPackage
-}
-
-// selectImage is pickImage for a go directive alone; a nil table means
-// Releases(ctx, "").
-func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, directive string, pull bool, log *slog.Logger) (imageChoice, error) {
-	return pickImage(ctx, eng, imageRequest{Table: table, Directive: directive, Pull: pull}, log)
+	// AptPackages are Debian packages ("name" or "name=version") the C
+	// toolchain layer carries besides its own, with what they depend on
+	// (image.ResolvePackages, from the host's apt); they need Cgo.
+	AptPackages []string
 }
 
 // pickImage returns the image for req: the explicit image, or the one
@@ -76,7 +73,7 @@ func selectImage(ctx context.Context, eng ImageEngine, table *imagetable.Table, 
 // module proxy) and noted. A module newer than every available release is
 // a *imagetable.TooNewError naming the command that builds its image. It
 // never pulls, but for an explicit image with req.Pull.
-func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog.Logger) (imageChoice, error) {
+func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (imageChoice, error) {
 	if req.Image != "" {
 		return explicitImage(ctx, eng, req, log)
 	}
@@ -95,12 +92,16 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 	// An image with the C toolchain qualifies only with this Stockade's
 	// package set: one built from an older list is passed over (and a new
 	// one built), as it may lack what the list now carries.
-	set, err := image.WithPackages(req.AptPackages)
+	if len(req.AptPackages) > 0 && !req.Cgo {
+		return imageChoice{}, fmt.Errorf("%w: Debian packages need the C toolchain (cgo)", image.ErrAptPackage)
+	}
+	apt, err := image.ResolvePackages(ctx, req.AptPackages)
 	if err != nil {
 		return imageChoice{}, err
 	}
-	if len(req.AptPackages) > 0 && !req.Cgo {
-		return imageChoice{}, fmt.Errorf("%w: Debian packages need the C toolchain (cgo)", image.ErrAptPackage)
+	set, err := image.WithPackages(apt)
+	if err != nil {
+		return imageChoice{}, err
 	}
 	cset := image.CPackagesDigest(set)
 	for _, in := range infos {
@@ -115,7 +116,7 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 	}
 	var ic imageChoice
 	if !c.Local {
-		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: req.AptPackages}
+		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: apt}
 		from := "the host's go" + c.Go
 		if c.Source == imagetable.SourceProxy || req.Cgo {
 			if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
@@ -138,7 +139,7 @@ func pickImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog
 		ic.notes = append(ic.notes, fmt.Sprintf("no toolchain image for go %s was present; built %s from %s", c.Want, firstTag(res.Tags, res.ID), from))
 	}
 	ic.img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: ic.img.Built, CToolchain: req.Cgo}
-	for _, p := range req.AptPackages {
+	for _, p := range apt {
 		ic.img.AptPackages = append(ic.img.AptPackages, p.String())
 	}
 	if c.StoodIn {
@@ -199,7 +200,7 @@ var imageIDRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // the engine lacks it and req.Pull is set. Its Go version comes from
 // Stockade's label or, for golang images, GOLANG_VERSION; it must satisfy
 // the module as a chosen image would.
-func explicitImage(ctx context.Context, eng ImageEngine, req imageRequest, log *slog.Logger) (imageChoice, error) {
+func explicitImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (imageChoice, error) {
 	ref := req.Image
 	isID := imageIDRE.MatchString(ref)
 	if !isID && !imagetable.IsPinnedRef(ref) {

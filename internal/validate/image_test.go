@@ -36,11 +36,11 @@ func (f *fakeImages) ImageInspect(_ context.Context, ref string) (dockerapi.Imag
 }
 
 func (f *fakeImages) ImageLoad(context.Context, io.Reader) (dockerapi.LoadResult, error) {
-	panic("selectImage must not build an image in this test")
+	panic("pickImage must not build an image in this test")
 }
 
 func (f *fakeImages) ImageTag(context.Context, string, string, string) error {
-	panic("selectImage must not tag an image in this test")
+	panic("pickImage must not tag an image in this test")
 }
 
 func (f *fakeImages) ImageList(context.Context, dockerapi.Filters) ([]dockerapi.ImageSummary, error) {
@@ -70,7 +70,7 @@ func TestPickImage(t *testing.T) {
 
 	t.Run("present image of the directive's minor", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}, locals: present}
-		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.27"}, log)
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.27"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestPickImage(t *testing.T) {
 	})
 	t.Run("an older minor does not use the newer image", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}, locals: present}
-		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.26"}, log)
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.26"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +90,7 @@ func TestPickImage(t *testing.T) {
 	})
 	t.Run("toolchain line is honoured", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}, locals: present}
-		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.26", Toolchain: "go1.27.1"}, log)
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.26", Toolchain: "go1.27.1"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestPickImage(t *testing.T) {
 	})
 	t.Run("stand-in says so", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}, locals: present}
-		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.16"}, log)
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.16"}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestPickImage(t *testing.T) {
 		// 'b' sorts first: an older set (or one from before the label)
 		// must not win by order.
 		eng := &fakeImages{have: map[string]string{}, locals: []dockerapi.ImageSummary{cgoImage('b', ""), cgoImage('d', "sha256:older"), cgoImage('e', current), localImage("go1.26.8", 'a')}}
-		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.26", Cgo: true}, log)
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.26", Cgo: true}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestPickImage(t *testing.T) {
 	})
 	t.Run("newer than every release names the build command", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}, locals: present}
-		_, err := pickImage(ctx, eng, imageRequest{Directive: "1.99"}, log)
+		_, err := pickImage(ctx, eng, ImageRequest{Directive: "1.99"}, log)
 		var tn *imagetable.TooNewError
 		if !errors.As(err, &tn) || !strings.Contains(err.Error(), "stockade image build -go 1.99.0") {
 			t.Errorf("pickImage(go 1.99) = %v; want a *TooNewError naming 'stockade image build -go 1.99.0'", err)
@@ -136,7 +136,7 @@ func TestPickImage(t *testing.T) {
 	})
 	t.Run("explicit pinned image present", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{ref: id('d')}, locals: present}
-		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: ref}, log)
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.24", Image: ref}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,10 +146,10 @@ func TestPickImage(t *testing.T) {
 	})
 	t.Run("explicit image pulled only with pull", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}}
-		if _, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: ref}, log); !errors.Is(err, ErrNoImage) || len(eng.pulled) != 0 {
+		if _, err := pickImage(ctx, eng, ImageRequest{Directive: "1.24", Image: ref}, log); !errors.Is(err, ErrNoImage) || len(eng.pulled) != 0 {
 			t.Errorf("pickImage(-image, absent) = %v after pulls %v; want ErrNoImage, no pull", err, eng.pulled)
 		}
-		c, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: ref, Pull: true}, log)
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.24", Image: ref, Pull: true}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,14 +159,14 @@ func TestPickImage(t *testing.T) {
 	})
 	t.Run("explicit image too old", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{ref: id('d')}}
-		if _, err := pickImage(ctx, eng, imageRequest{Directive: "1.26", Image: ref}, log); !errors.Is(err, imagetable.ErrTooNew) {
+		if _, err := pickImage(ctx, eng, ImageRequest{Directive: "1.26", Image: ref}, log); !errors.Is(err, imagetable.ErrTooNew) {
 			t.Errorf("pickImage(go 1.26, -image go1.24.13) = %v; want ErrTooNew", err)
 		}
 	})
 	t.Run("explicit image not pinned", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}}
 		for _, bad := range []string{"golang:1.24-bookworm", "golang@sha256:abc", "sha256:abc"} {
-			if _, err := pickImage(ctx, eng, imageRequest{Directive: "1.24", Image: bad}, log); !errors.Is(err, ErrBadImageRef) {
+			if _, err := pickImage(ctx, eng, ImageRequest{Directive: "1.24", Image: bad}, log); !errors.Is(err, ErrBadImageRef) {
 				t.Errorf("pickImage(-image %s) = %v; want ErrBadImageRef", bad, err)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/testjson"
@@ -319,12 +318,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
-	apt, err := image.ResolvePackages(pctx, o.AptPackages)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	ic, err := pickImage(pctx, eng, imageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo, AptPackages: apt}, log)
+	ic, err := pickImage(pctx, eng, ImageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo, AptPackages: o.AptPackages}, log)
 	cancel()
 	if cut(pctx, err) {
 		return timedOut()

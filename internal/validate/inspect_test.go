@@ -131,7 +131,7 @@ func prepareSeed(ctx context.Context, eng *dockerapi.Client, dataDir string) err
 		return err
 	}
 	log := slog.New(slog.DiscardHandler)
-	ic, err := selectImage(ctx, eng, imagetable.Default(), "1.24", false, log)
+	ic, err := pickImage(ctx, eng, ImageRequest{Table: imagetable.Default(), Directive: "1.24"}, log)
 	if err != nil {
 		return err
 	}

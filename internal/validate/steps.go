@@ -50,13 +50,15 @@ func CheckSnapshot(snap toolchain.Snapshot, directive string, rep *report.Report
 	return m, false, nil
 }
 
-// SelectImage picks (or builds from the host's Go) the toolchain image for
-// a go directive; note, when not empty, says what was done on the way.
-func SelectImage(ctx context.Context, eng ImageEngine, directive string, pull bool, log *slog.Logger) (img report.Image, note string, err error) {
+// SelectImage picks (or builds) the toolchain image for req, as inspect
+// does; note, when not empty, says what was done on the way. A directive or
+// toolchain line newer than every available image is an
+// *imagetable.TooNewError.
+func SelectImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (img report.Image, note string, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ic, err := selectImage(ctx, eng, nil, directive, pull, log)
+	ic, err := pickImage(ctx, eng, req, log)
 	return ic.img, ic.note, err
 }
 

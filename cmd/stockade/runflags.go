@@ -1,0 +1,111 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stockade/stockade/internal/validate"
+)
+
+// runFlags are the flags of every command that runs the toolchain on a
+// directory (inspect, maintain): where modules come from, the data
+// directory, the toolchain image and the report's form. Each command adds
+// its own bounds and choices.
+type runFlags struct {
+	cmd          string
+	asJSON       *bool
+	fixtureProxy *string
+	proxy        *string
+	dataDir      *string
+	lockTimeout  *time.Duration
+	image        *string
+	pull         *bool
+	cgo          *bool
+	aptPackages  *string
+	verbose      *bool
+}
+
+// addRunFlags defines the shared flags on fs for command cmd.
+func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
+	return &runFlags{
+		cmd:          cmd,
+		asJSON:       fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report"),
+		fixtureProxy: fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy"),
+		proxy:        fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy),
+		dataDir:      fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade"),
+		lockTimeout:  fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory"),
+		image:        fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>"),
+		pull:         fs.Bool("pull", false, "pull the -image reference if the engine does not have it"),
+		cgo:          fs.Bool("cgo", true, "use the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0"),
+		aptPackages:  fs.String("apt-packages", "", "comma-separated Debian packages (`name[=version],...`) to add to the C toolchain layer, with what they depend on, such as zlib1g-dev"),
+		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
+	}
+}
+
+// check refuses flag combinations that make no sense.
+func (f *runFlags) check() error {
+	switch {
+	case *f.fixtureProxy != "" && *f.proxy != "":
+		return f.usagef("-fixture-proxy and -proxy cannot be used together")
+	case *f.pull && *f.image == "":
+		return f.usagef("-pull applies to -image only")
+	case *f.lockTimeout < 0:
+		return f.usagef("-lock-timeout must not be negative")
+	case len(f.apt()) > 0 && !*f.cgo:
+		return f.usagef("-apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
+	}
+	return nil
+}
+
+// apt returns -apt-packages' packages.
+func (f *runFlags) apt() []string {
+	var out []string
+	for _, p := range strings.Split(*f.aptPackages, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// dir returns the one directory argument, absolute.
+func (f *runFlags) dir(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", usagef(f.cmd, "usage: stockade %s [flags] DIR", f.cmd)
+	}
+	dir, err := filepath.Abs(args[0])
+	if err != nil {
+		return "", f.usagef("%v", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", f.usagef("%s is not a directory", args[0])
+	}
+	return dir, nil
+}
+
+// fixture returns the GOPROXY directory of -fixture-proxy ("" without it)
+// and a cleanup that removes what making it left.
+func (f *runFlags) fixture() (string, func(), error) {
+	if *f.fixtureProxy == "" {
+		return "", func() {}, nil
+	}
+	return fixtureProxyDir(f.cmd, *f.fixtureProxy)
+}
+
+// logger logs debug detail to w with -v and discards otherwise.
+func (f *runFlags) logger(w io.Writer) *slog.Logger {
+	if !*f.verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func (f *runFlags) usagef(format string, args ...any) error {
+	return usagef(f.cmd, "stockade %s: %s", f.cmd, fmt.Sprintf(format, args...))
+}
