@@ -44,8 +44,9 @@ type Container struct {
 // Start creates and starts a long-lived container for job, which must be an
 // Execute job without Cmd. The container's main process is `sleep` for its
 // lifetime, job.Timeout, under the in-container timeout; zero means three
-// times Config.Timeout (a build, a vet and a test), at most MaxTimeout.
-// job.BuildCache, if set, must be a fresh cache from NewBuildCache not given
+// times Config.Timeout (a build, a vet and a test), at most MaxTimeout;
+// with a source, WorkTreeTimeout more for copying it. job.BuildCache, if
+// set, must be a fresh cache from NewBuildCache not given
 // to another Start; empty means Start makes a fresh one (BuildCache says
 // which).
 //
@@ -92,6 +93,7 @@ func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 	if err := r.checkJob(&job); err != nil {
 		return nil, err
 	}
+	lifetime = min(lifetime+WorkTreeTimeout, MaxTimeout)
 	wt, err := r.mkdir("worktree", kindWorkTree)
 	if err != nil {
 		return nil, err
@@ -112,9 +114,11 @@ func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 	return c, nil
 }
 
-// workTreeTimeout bounds copying the snapshot into a working tree: at
-// most MaxSnapshotBytes from one local disk to another.
-const workTreeTimeout = 5 * time.Minute
+// WorkTreeTimeout bounds copying the snapshot into a working tree: at
+// most MaxSnapshotBytes from one local disk to another. Start adds it to
+// the container's lifetime; a caller bounding Start and the steps with one
+// context adds it there too.
+const WorkTreeTimeout = 5 * time.Minute
 
 // fillWorkTreeArgv copies the snapshot into the working tree: recursively,
 // symlinks as symlinks (never followed), modes kept, owned by whoever runs
@@ -126,13 +130,13 @@ var fillWorkTreeArgv = []string{"cp", "-dR", SnapshotDir + "/.", SourceDir + "/"
 // repository's: the snapshot is within the bounds the run accepted.
 func (c *Container) fillWorkTree(ctx context.Context) error {
 	t := time.Now()
-	res, err := c.Exec(ctx, fillWorkTreeArgv, ExecOptions{Dir: TmpDir, Timeout: workTreeTimeout, OutputCap: 64 << 10})
+	res, err := c.Exec(ctx, fillWorkTreeArgv, ExecOptions{Dir: TmpDir, Timeout: WorkTreeTimeout, OutputCap: 64 << 10})
 	c.copied = time.Since(t)
 	switch {
 	case err != nil:
 		return fmt.Errorf("toolchain: filling the working tree: %w", err)
 	case res.TimedOut:
-		return fmt.Errorf("toolchain: filling the working tree timed out after %v", workTreeTimeout)
+		return fmt.Errorf("toolchain: filling the working tree timed out after %v", WorkTreeTimeout)
 	case res.ExitCode != 0:
 		return fmt.Errorf("toolchain: filling the working tree: cp exited %d: %s", res.ExitCode, res.Stderr)
 	}

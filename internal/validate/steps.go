@@ -218,7 +218,7 @@ func ValidateSnapshot(ctx context.Context, r *toolchain.Runner, snapDir string, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	vctx, cancel := context.WithTimeout(ctx, timeout+containerSlack+hostGrace)
+	vctx, cancel := context.WithTimeout(ctx, timeout+containerSlack+hostGrace+toolchain.WorkTreeTimeout)
 	defer cancel()
 	c, err := r.Start(vctx, toolchain.Job{
 		Profile: toolchain.Execute, Source: snapDir, Timeout: timeout + containerSlack,
