@@ -287,7 +287,8 @@ type Job struct {
 	// Dir is the working directory in the container; empty means SourceDir
 	// when there is a source, else TmpDir.
 	Dir string
-	// Source is the host snapshot mounted read-only at SourceDir. Tool must
+	// Source is the host snapshot mounted read-only at SourceDir (at
+	// SnapshotDir when the job has a WorkTree). Tool must
 	// not have one.
 	Source string
 	// ModCache is the host module cache at ModCacheDir: writable in Acquire
