@@ -54,6 +54,10 @@ Debian's packages at exact versions), so cgo is on as on a developer's
 machine with a C compiler; a C header or library the module needs beyond
 libc is a finding of its own (missing_c_header, missing_c_library).
 -cgo=false validates in the smaller image without one (CGO_ENABLED=0).
+-apt-packages adds Debian packages to that layer (a library's -dev package,
+with what it depends on, at the versions the host's apt gives or the ones
+named), composed the same way: the same packages give the same image,
+built once and chosen again.
 
 While it works on a terminal, inspect shows the current phase and the time
 spent on stderr; otherwise it prints nothing but the report.
@@ -120,6 +124,7 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 			Image:        *rf.image,
 			Pull:         *rf.pull,
 			Cgo:          *rf.cgo,
+			AptPackages:  rf.apt(),
 			Logger:       log,
 			// Waiting is the one thing said off a terminal: a run that
 			// seems to hang should say why.

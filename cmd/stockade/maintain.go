@@ -140,7 +140,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		defer eng.Close()
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
 			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, Timeout: *timeout, Deadline: *deadline,
-			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, Policy: policy,
+			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
 			Each: *each, Branch: *branch, Identity: who, Logger: log,
 			OnLockWait: func(holder string) {
 				fmt.Fprintf(env.stderr, "stockade maintain: another run holds the data directory (%s); waiting up to %v\n", holder, lockTimeout)

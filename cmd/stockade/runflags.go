@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/stockade/stockade/internal/validate"
@@ -26,6 +27,7 @@ type runFlags struct {
 	image        *string
 	pull         *bool
 	cgo          *bool
+	aptPackages  *string
 	verbose      *bool
 }
 
@@ -41,6 +43,7 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		image:        fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>"),
 		pull:         fs.Bool("pull", false, "pull the -image reference if the engine does not have it"),
 		cgo:          fs.Bool("cgo", true, "use the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0"),
+		aptPackages:  fs.String("apt-packages", "", "comma-separated Debian packages (`name[=version],...`) to add to the C toolchain layer, with what they depend on, such as zlib1g-dev"),
 		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
 	}
 }
@@ -54,8 +57,21 @@ func (f *runFlags) check() error {
 		return f.usagef("-pull applies to -image only")
 	case *f.lockTimeout < 0:
 		return f.usagef("-lock-timeout must not be negative")
+	case len(f.apt()) > 0 && !*f.cgo:
+		return f.usagef("-apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
 	}
 	return nil
+}
+
+// apt returns -apt-packages' packages.
+func (f *runFlags) apt() []string {
+	var out []string
+	for _, p := range strings.Split(*f.aptPackages, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // dir returns the one directory argument, absolute.

@@ -37,6 +37,10 @@ func TestCheck_Fixtures(t *testing.T) {
 		{repo: "test-build-error", wantGo: "1.24", stoodIn: true},
 		{repo: "hang", wantGo: "1.24", stoodIn: true},
 		{repo: "big-output", wantGo: "1.24", stoodIn: true},
+		{repo: "writes-tree", wantGo: "1.24", stoodIn: true},
+		// No go line: the host's minor serves it, as for uuid and
+		// go-homedir in the fidelity corpus.
+		{repo: "no-go-line", wantGo: "", stoodIn: true},
 		// The maintain fixtures (testdata/README.md): all supported.
 		{repo: "maintain-patch", wantGo: "1.24", stoodIn: true},
 		{repo: "maintain-build-break", wantGo: "1.24", stoodIn: true},
@@ -55,6 +59,7 @@ func TestCheck_Fixtures(t *testing.T) {
 		{repo: "cgo", wantGo: "1.27"},
 		{repo: "cgo-broken", wantGo: "1.27"},
 		{repo: "cgo-missing-header", wantGo: "1.27"},
+		{repo: "cgo-zlib", wantGo: "1.26"},
 		{repo: "newer-go", wantReason: ReasonGoVersion, wantPath: "go.mod"},
 		{repo: "workspace", wantReason: ReasonWorkspace, wantPath: "go.work"},
 		{repo: "vendored", wantReason: ReasonVendor, wantPath: "vendor"},

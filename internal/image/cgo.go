@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -81,6 +82,178 @@ func CToolchainPackages() []DebPackage {
 		panic(err) // the embedded list is checked by the package's tests
 	}
 	return pkgs
+}
+
+// ErrAptPackage reports an extra Debian package that cannot be added: a
+// malformed name or version, one apt does not know, or one the C
+// toolchain layer already holds at another version.
+var ErrAptPackage = errors.New("image: cannot add the Debian package")
+
+// WithPackages returns the C toolchain layer's set with extra added,
+// sorted by name: the set of an image built with Options.AptPackages. A
+// package the layer already has must come at its version.
+func WithPackages(extra []DebPackage) ([]DebPackage, error) {
+	base := CToolchainPackages()
+	have := map[string]string{}
+	for _, p := range base {
+		have[p.Name] = p.Version
+	}
+	out := base
+	for _, p := range extra {
+		if !debNameRE.MatchString(p.Name) || !debVersionRE.MatchString(p.Version) {
+			return nil, fmt.Errorf("%w: %q: want name=version", ErrAptPackage, p)
+		}
+		if v, ok := have[p.Name]; ok {
+			if v != p.Version {
+				return nil, fmt.Errorf("%w: %s: the C toolchain layer holds %s=%s", ErrAptPackage, p, p.Name, v)
+			}
+			continue
+		}
+		have[p.Name] = p.Version
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// aptDependsArgs is what ResolvePackages asks apt-cache depends: what a
+// package needs to be unpacked and run, nothing it merely recommends
+// (the C toolchain layer's list was made the same way).
+var aptDependsArgs = []string{"depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances"}
+
+// ResolvePackages turns specs ("name" or "name=version") into the exact
+// packages to add to the C toolchain layer (Options.AptPackages): each
+// named package and everything it depends on, recursively, that the layer
+// lacks; a version given is kept, the others are apt's candidate. It asks
+// the host's apt (apt-cache depends and policy); the same apt metadata
+// gives the same packages, and so the same image.
+func ResolvePackages(ctx context.Context, specs []string) ([]DebPackage, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	pinned := map[string]string{}
+	var names []string
+	for _, s := range specs {
+		name, version, hasVersion := strings.Cut(strings.TrimSpace(s), "=")
+		if !debNameRE.MatchString(name) || hasVersion && !debVersionRE.MatchString(version) {
+			return nil, fmt.Errorf("%w: %q: want name or name=version", ErrAptPackage, s)
+		}
+		if hasVersion {
+			pinned[name] = version
+		}
+		names = append(names, name)
+	}
+	actx, cancel := context.WithTimeout(ctx, aptTimeout)
+	defer cancel()
+	deps, err := aptOutput(actx, append(slices.Clone(aptDependsArgs), names...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: apt-cache depends %s: %v", ErrAptPackage, strings.Join(names, " "), err)
+	}
+	have := map[string]bool{}
+	for _, p := range CToolchainPackages() {
+		have[p.Name] = true
+	}
+	need := map[string]bool{}
+	for _, line := range strings.Split(deps, "\n") {
+		// Packages start a line; their relations are indented; a virtual
+		// package is <name> and is provided by one listed anyway.
+		if line == "" || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "<") {
+			continue
+		}
+		if name := strings.TrimSpace(line); debNameRE.MatchString(name) && !have[name] {
+			need[name] = true
+		}
+	}
+	var out []DebPackage
+	var ask []string
+	for name := range need {
+		if v, ok := pinned[name]; ok {
+			out = append(out, DebPackage{Name: name, Version: v})
+		} else {
+			ask = append(ask, name)
+		}
+	}
+	for name, v := range pinned {
+		if have[name] {
+			out = append(out, DebPackage{Name: name, Version: v}) // WithPackages checks it
+		}
+	}
+	if len(ask) > 0 {
+		sort.Strings(ask)
+		pol, err := aptOutput(actx, append([]string{"policy"}, ask...)...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: apt-cache policy: %v", ErrAptPackage, err)
+		}
+		cands := parseCandidates(pol)
+		for _, name := range ask {
+			v := cands[name]
+			if v == "" || v == "(none)" {
+				return nil, fmt.Errorf("%w: apt has no candidate version of %s (apt-get update?)", ErrAptPackage, name)
+			}
+			out = append(out, DebPackage{Name: name, Version: v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if _, err := WithPackages(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// parseCandidates reads apt-cache policy's "name:" and "  Candidate: v"
+// lines.
+func parseCandidates(s string) map[string]string {
+	out := map[string]string{}
+	cur := ""
+	for _, line := range strings.Split(s, "\n") {
+		switch {
+		case line != "" && !strings.HasPrefix(line, " ") && strings.HasSuffix(line, ":"):
+			cur = strings.TrimSuffix(line, ":")
+		case strings.HasPrefix(strings.TrimSpace(line), "Candidate: ") && cur != "":
+			out[cur] = strings.TrimPrefix(strings.TrimSpace(line), "Candidate: ")
+		}
+	}
+	return out
+}
+
+// aptOutput runs apt-cache with args and returns its standard output, at
+// most maxAptOutput bytes.
+func aptOutput(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "apt-cache", args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	b, _ := io.ReadAll(io.LimitReader(out, maxAptOutput+1))
+	io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, capString(strings.TrimSpace(stderr.String()), maxFetchStderr))
+	}
+	if len(b) > maxAptOutput {
+		return "", fmt.Errorf("more than %d bytes of output", maxAptOutput)
+	}
+	return string(b), nil
+}
+
+// CPackagesDigest is the "sha256:" of pkgs' "name=version" lines, sorted:
+// LabelCPackages of an image whose C toolchain layer is that set.
+func CPackagesDigest(pkgs []DebPackage) string {
+	lines := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		lines[i] = p.String() + "\n"
+	}
+	sort.Strings(lines)
+	h := sha256.New()
+	for _, l := range lines {
+		io.WriteString(h, l)
+	}
+	return digest(h)
 }
 
 // parsePackages reads "name=version" lines; # starts a comment.

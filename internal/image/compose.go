@@ -239,6 +239,7 @@ func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca 
 		// With gcc on PATH the go command enables cgo itself, as on a
 		// developer's machine.
 		labels[LabelCToolchain] = c.digest
+		labels[LabelCPackages] = CPackagesDigest(c.pkgs)
 		inputs += "c-toolchain " + c.digest + "\n"
 	}
 	if prog != nil {

@@ -242,7 +242,8 @@ func TestBuildFetchedGoTwiceSameID(t *testing.T) {
 
 // TestCToolchainImage builds the host's Go image with the C toolchain
 // twice (the same ID), then builds and tests a cgo program in it with the
-// go command's default CGO_ENABLED.
+// go command's default CGO_ENABLED; libc-bin's getent answers as on a
+// developer's machine.
 func TestCToolchainImage(t *testing.T) {
 	c := enginetest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*buildBudget)
@@ -263,6 +264,17 @@ func TestCToolchainImage(t *testing.T) {
 	if r1.ID != r2.ID || r2.Loaded || r1.CToolchain == "" {
 		t.Errorf("second Build: %s (loaded %v), C toolchain %q; want %s again, not loaded", r2.ID, r2.Loaded, r1.CToolchain, r1.ID)
 	}
+	infos, err := image.List(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := false
+	for _, in := range infos {
+		labelled = labelled || in.ID == r1.ID && in.CPackages == image.CPackagesDigest(image.CToolchainPackages())
+	}
+	if !labelled {
+		t.Errorf("image %s does not carry %s of the package set", r1.ID, image.LabelCPackages)
+	}
 	if len(r1.Tags) != 1 || !strings.HasSuffix(r1.Tags[0], "-cgo-local") {
 		t.Errorf("tags %v; want stockade/go:<version>-cgo-local", r1.Tags)
 	}
@@ -272,6 +284,7 @@ func TestCToolchainImage(t *testing.T) {
 	start = time.Now()
 	res := run(t, c, r1.ID, compileRun, "/bin/sh", "-c", `set -e
 go env CGO_ENABLED
+getent passwd 65534
 mkdir /tmp/m && cd /tmp/m
 printf 'module m\n\ngo 1.21\n' > go.mod
 printf 'package m\n\n// int add(int a, int b) { return a + b; }\nimport "C"\n\nfunc Add(a, b int) int { return int(C.add(C.int(a), C.int(b))) }\n' > add.go
@@ -279,7 +292,7 @@ printf 'package m\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(
 go vet ./...
 go test -count=1 ./...`)
 	t.Logf("cgo vet and test in the image: %v", time.Since(start))
-	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "1\n") || !strings.Contains(string(res.Stdout), "ok  \tm") {
+	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "1\nnobody:x:65534:65534:") || !strings.Contains(string(res.Stdout), "ok  \tm") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }

@@ -62,6 +62,11 @@ const (
 	// LabelCToolchain is the sha256 of the C toolchain's package set (names,
 	// versions and each package's SHA256); absent without one.
 	LabelCToolchain = "io.stockade.image.c-toolchain"
+	// LabelCPackages is CPackagesDigest of the C toolchain's package set
+	// (names and versions only, so it is known without asking apt); absent
+	// without one. Choosing an image compares it with the set this
+	// Stockade carries, so an image of an older set is not used.
+	LabelCPackages = "io.stockade.image.c-packages"
 	// LabelInputs digests the inputs together with the layout version: two
 	// images with the same value were built from the same things.
 	LabelInputs = "io.stockade.image.inputs"
@@ -93,6 +98,13 @@ type Options struct {
 	// against apt's SHA256; the go command then enables cgo by default.
 	// Without it the image sets CGO_ENABLED=0. It needs Go.
 	CToolchain bool
+
+	// AptPackages are Debian packages added to the C toolchain layer at
+	// these exact versions (ResolvePackages makes them from names, with
+	// what they depend on), fetched, checked and composed like the rest:
+	// the same set gives the same image ID. The image is tagged
+	// "-cgo-<12 hex of the set's digest>-local". It needs CToolchain.
+	AptPackages []DebPackage
 
 	// NoGo builds the base image only: /etc, /tmp and busybox. Tests of the
 	// session sandboxes use it; it needs a busybox.
@@ -285,6 +297,9 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	if opts.CToolchain && opts.NoGo {
 		return nil, errors.New("image: CToolchain set with NoGo")
 	}
+	if len(opts.AptPackages) > 0 && !opts.CToolchain {
+		return nil, fmt.Errorf("%w: Debian packages go into the C toolchain layer, which CToolchain adds", ErrAptPackage)
+	}
 	if opts.NoBusybox && opts.Busybox != "" {
 		return nil, errors.New("image: Busybox set with NoBusybox")
 	}
@@ -325,7 +340,11 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 	}
 	var c *cToolchain
 	if opts.CToolchain {
-		if c, err = prepareC(ctx, CToolchainPackages(), tc.goarch, opts.CacheDir); err != nil {
+		pkgs, err := WithPackages(opts.AptPackages)
+		if err != nil {
+			return nil, err
+		}
+		if c, err = prepareC(ctx, pkgs, tc.goarch, opts.CacheDir); err != nil {
 			return nil, err
 		}
 	}
@@ -347,7 +366,10 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 		if tc != nil {
 			tag = goTag(tc.version)
 		}
-		if c != nil {
+		switch {
+		case c != nil && len(opts.AptPackages) > 0:
+			tag = strings.TrimSuffix(tag, "-local") + "-cgo-" + strings.TrimPrefix(CPackagesDigest(c.pkgs), "sha256:")[:12] + "-local"
+		case c != nil:
 			tag = strings.TrimSuffix(tag, "-local") + "-cgo-local"
 		}
 	}
@@ -443,6 +465,9 @@ type Info struct {
 	// CToolchain is LabelCToolchain: empty for an image without the C
 	// toolchain.
 	CToolchain string
+	// CPackages is LabelCPackages: empty without the C toolchain, and for
+	// images built before the label existed.
+	CPackages string
 	// Pinned is the registry reference (name@digest) of an image
 	// Stockade uses but did not build; empty for images Build made.
 	Pinned string
@@ -464,7 +489,7 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(imgs))
 	for _, im := range imgs {
-		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], Size: im.Size})
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], CPackages: im.Labels[LabelCPackages], Size: im.Size})
 	}
 	sortInfos(out)
 	return out, nil

@@ -19,9 +19,6 @@ import (
 	"github.com/stockade/stockade/internal/validate"
 )
 
-// stagingModFile is the -modfile mutate accepts: its staging copy.
-const stagingModFile = toolchain.StagingDir + "/go.mod"
-
 // maxDetail caps the go command's stderr kept in an attempt, in bytes.
 const maxDetail = 4 << 10
 
@@ -58,7 +55,7 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	if err != nil {
 		return failed(err)
 	}
-	out, err := x.mutate(ctx, staging, []string{"go", "get", "-modfile=" + stagingModFile, target.String()}, d)
+	out, err := x.mutate(ctx, staging, []string{"go", "get", "-modfile=" + toolchain.StagingModFile, target.String()}, d)
 	switch {
 	case err != nil:
 		return failed(err)
@@ -249,7 +246,7 @@ func (x *run) normalize(ctx context.Context, staging string, before *manifest, t
 		if left < minStep {
 			return tidied, nil, "the -deadline ran out during go mod tidy", nil
 		}
-		out, err := x.mutate(ctx, staging, []string{"go", "mod", "tidy", "-modfile=" + stagingModFile}, left)
+		out, err := x.mutate(ctx, staging, []string{"go", "mod", "tidy", "-modfile=" + toolchain.StagingModFile}, left)
 		if err != nil {
 			return tidied, nil, "", err
 		}
@@ -285,21 +282,7 @@ func (x *run) normalize(ctx context.Context, staging string, before *manifest, t
 // postSnapshot is the validated commit's snapshot with the staged
 // manifests in place: a fresh snapshot directory of the run.
 func (x *run) postSnapshot(ctx context.Context, ms manifests) (toolchain.Snapshot, error) {
-	post, err := x.r.Snapshot(ctx, x.snap.Dir, toolchain.SnapshotOptions{})
-	if err != nil {
-		return post, err
-	}
-	if err := os.WriteFile(filepath.Join(post.Dir, "go.mod"), ms.goMod, 0o644); err != nil {
-		return post, err
-	}
-	sum := filepath.Join(post.Dir, "go.sum")
-	if ms.goSum == nil {
-		if err := os.Remove(sum); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return post, err
-		}
-		return post, nil
-	}
-	return post, os.WriteFile(sum, ms.goSum, 0o644)
+	return x.r.SnapshotWith(ctx, x.snap, ms.goMod, ms.goSum)
 }
 
 // introducedFindings returns the findings of post whose key the baseline

@@ -102,6 +102,9 @@ type Options struct {
 	// Cgo chooses (or builds) an image with the C toolchain, as inspect's
 	// Cgo does; the CLI's default is true.
 	Cgo bool
+	// AptPackages are Debian packages added to the C toolchain layer, as
+	// inspect's AptPackages are.
+	AptPackages []string
 	// Owner labels the run's containers; empty means toolchain's default.
 	Owner string
 	// Policy says which candidates may be tried.
@@ -310,7 +313,7 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
 	img, note, err := validate.SelectImage(pctx, eng, validate.ImageRequest{
-		Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo,
+		Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo, AptPackages: o.AptPackages,
 	}, x.log)
 	cancel()
 	var tn *imagetable.TooNewError

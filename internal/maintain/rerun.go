@@ -39,7 +39,7 @@ func runPattern(test string) string {
 // reported nothing).
 func rerun(ctx context.Context, r *toolchain.Runner, src string, seed cacheseed.Seed, modPath string, tests []report.Finding, d time.Duration) (map[string][]string, string, error) {
 	until := time.Now().Add(d)
-	cctx, cancel := context.WithTimeout(ctx, d+hostGrace)
+	cctx, cancel := context.WithTimeout(ctx, d+hostGrace+toolchain.WorkTreeTimeout)
 	defer cancel()
 	c, err := r.Start(cctx, toolchain.Job{
 		Profile: toolchain.Execute, Source: src, Timeout: d + time.Minute,

@@ -133,6 +133,22 @@ type Source struct {
 	// differs from the committed tree that was validated (changed, added
 	// or deleted files git would commit); -worktree validates them.
 	Uncommitted bool `json:"uncommitted_changes,omitempty"`
+	// Updated, when set, says the go command had to update the manifests
+	// to download the modules, as it does on a developer's machine (a
+	// go.mod with requirements and no go line gets one): the validated
+	// tree has the updated files; the repository's are unchanged.
+	Updated *Updated `json:"updated,omitempty"`
+}
+
+// Updated is what the go command changed in the validated tree's
+// manifests during acquisition.
+type Updated struct {
+	// Files are the manifests it changed: "go.mod", "go.sum".
+	Files []string `json:"files"`
+	// Reason is what the go command said when it could not write them in
+	// place, such as "go: updating go.mod: open /src/go.mod: permission
+	// denied".
+	Reason string `json:"reason"`
 }
 
 // Image is the toolchain image the checks ran in.
@@ -154,6 +170,10 @@ type Image struct {
 	// (gcc, binutils, libc headers), so cgo is on as the go command's
 	// default; false for the small image (CGO_ENABLED=0).
 	CToolchain bool `json:"c_toolchain,omitempty"`
+	// AptPackages are the Debian packages ("name=version") the C toolchain
+	// layer carries besides its own, asked for with -apt-packages; empty
+	// without.
+	AptPackages []string `json:"apt_packages,omitempty"`
 }
 
 // Check is one of list, build, vet and test.
@@ -186,7 +206,7 @@ type Finding struct {
 	// the kind, package, test, file and normalized message, never from
 	// line numbers, paths or times.
 	Key     string `json:"key"`
-	Kind    string `json:"kind"` // test, test_timeout, package, build, vet, toolchain; missing_c_header, missing_c_library, writes_source, needs_network, missing_program
+	Kind    string `json:"kind"` // test, test_timeout, package, build, vet, toolchain; missing_c_header, missing_c_library, writes_read_only, needs_network, missing_program
 	Package string `json:"package,omitempty"`
 	Test    string `json:"test,omitempty"`
 	File    string `json:"file,omitempty"` // relative to the module root

@@ -45,6 +45,9 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		b.WriteString("\n")
 	}
+	if r.Source != nil && r.Source.Updated != nil {
+		fmt.Fprintf(&b, "  %s needed updating: the go command changed it to download the modules, as it would on your machine: the validated tree has the update, the repository is unchanged\n", strings.Join(r.Source.Updated.Files, " and "))
+	}
 	if r.Source != nil && r.Source.Uncommitted {
 		b.WriteString("  uncommitted changes in the working tree were not validated (-worktree validates them)\n")
 	}
@@ -54,11 +57,17 @@ func WriteText(w io.Writer, r *Report) error {
 		if im.Local {
 			notes = append(notes, "local build")
 		}
-		if im.StandIn {
+		switch {
+		case im.StandIn && r.Go == "":
+			notes = append(notes, fmt.Sprintf("go %s standing in: go.mod has no go line", im.Minor))
+		case im.StandIn:
 			notes = append(notes, fmt.Sprintf("go %s standing in for go %s", im.Minor, r.Go))
 		}
 		if im.Built {
 			notes = append(notes, "built by this run")
+		}
+		if len(im.AptPackages) > 0 {
+			notes = append(notes, "with "+strings.Join(im.AptPackages, ", "))
 		}
 		if len(notes) > 0 {
 			fmt.Fprintf(&b, " [%s]", strings.Join(notes, "; "))

@@ -621,7 +621,7 @@ func TestStart_StepsShareOneContainer(t *testing.T) {
 	if err != nil || res.ExitCode != 3 || string(res.Stdout) != "/src\n" || string(res.Stderr) != "oops\n" {
 		t.Errorf("step 1 = %d %q %q, %v", res.ExitCode, res.Stdout, res.Stderr, err)
 	}
-	res, err = c.Exec(ctx, sh("cat /gocache/s1; yes | head -c 5000; (echo >> /src/go.mod) 2>/dev/null || echo >&2 ro"), ExecOptions{Env: map[string]string{"CGO_ENABLED": "0"}})
+	res, err = c.Exec(ctx, sh("cat /gocache/s1; yes | head -c 5000; (echo >> /snapshot/go.mod) 2>/dev/null || echo >&2 ro"), ExecOptions{Env: map[string]string{"CGO_ENABLED": "0"}})
 	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "step1\n") || !res.StdoutTruncated || res.StdoutBytes != 5006 || string(res.Stderr) != "ro\n" {
 		t.Errorf("step 2 = %d %q (%d bytes, truncated %v) %q, %v", res.ExitCode, res.Stdout, res.StdoutBytes, res.StdoutTruncated, res.Stderr, err)
 	}
@@ -644,6 +644,77 @@ func TestStart_StepsShareOneContainer(t *testing.T) {
 	}
 	if _, err := eng.ContainerInspect(ctx, c.ID()); !errors.Is(err, dockerapi.ErrNotFound) {
 		t.Errorf("container not removed: %v", err)
+	}
+}
+
+// TestStart_WorkTree: a validation's container works in a throwaway copy
+// of the snapshot that its tests may write as a developer's checkout
+// (files beside the tests, symlinks, go.mod itself, chmod of their own
+// files: the copy is the container user's); the snapshot stays read-only
+// and untouched; Close removes the copy; the next validation gets a
+// pristine one. A one-shot execute still sees the snapshot read-only, and
+// a working tree cannot be named by hand.
+func TestStart_WorkTree(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	ctx := context.Background()
+	src := sourceDir(t, map[string]string{"go.mod": "module m\n", "pkg/a_test.go": "package pkg\n"})
+	if err := os.Symlink("pkg/a_test.go", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.Snapshot(ctx, src, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustProbe(t, r)
+	c, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt := c.WorkTree()
+	if wt == "" || c.WorkTreeTime() <= 0 {
+		t.Fatalf("working tree %q filled in %v", wt, c.WorkTreeTime())
+	}
+	try := `cd pkg && echo log > out.log && ln -s a_test.go beside && mkdir -p d/e && chmod 600 a_test.go && echo '// x' >> ../go.mod && echo wrote
+readlink ../link; stat -c '%u %a' a_test.go out.log
+(echo x > /snapshot/y) 2>/dev/null || echo snapshot read-only`
+	res, err := c.Exec(ctx, sh(try), ExecOptions{})
+	want := "wrote\npkg/a_test.go\n65534 600\n65534 644\nsnapshot read-only\n"
+	if err != nil || string(res.Stdout) != want {
+		t.Errorf("in the working tree: %q (stderr %q), %v; want %q", res.Stdout, res.Stderr, err, want)
+	}
+	if _, err := os.Stat(filepath.Join(wt, "pkg", "out.log")); err != nil {
+		t.Errorf("the working tree on the host: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(snap.Dir, "go.mod")); string(b) != "module m\n" {
+		t.Errorf("snapshot changed: %q", b)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(wt); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("working tree left after Close: %v", err)
+	}
+	c2, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close(ctx)
+	res, err = c2.Exec(ctx, sh("ls pkg; cat go.mod"), ExecOptions{})
+	if err != nil || string(res.Stdout) != "a_test.go\nmodule m\n" {
+		t.Errorf("second validation's tree: %q, %v", res.Stdout, err)
+	}
+	bc, _ := r.NewBuildCache()
+	res = mustRun(t, r, Job{Profile: Execute, Source: snap.Dir, BuildCache: bc, Cmd: sh("(echo x > /src/y) 2>/dev/null || echo ro")})
+	if string(res.Stdout) != "ro\n" {
+		t.Errorf("one-shot execute wrote the source: %q", res.Stdout)
+	}
+	if _, err := r.Run(ctx, Job{Profile: Execute, Source: snap.Dir, WorkTree: c2.WorkTree(), Cmd: []string{"true"}}); !errors.Is(err, ErrInvalidJob) {
+		t.Errorf("Run with a working tree = %v; want ErrInvalidJob", err)
+	}
+	if _, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, WorkTree: c2.WorkTree()}); !errors.Is(err, ErrInvalidJob) {
+		t.Errorf("Start with a working tree = %v; want ErrInvalidJob", err)
 	}
 }
 

@@ -20,8 +20,9 @@ var ErrContainerEnded = errors.New("toolchain: long-lived container has ended")
 // Container is a long-lived container for one validation. Its steps
 // (build, vet, test) run as execs in it, each under its own in-container
 // timeout with its own exit code and capped output, and share its fresh
-// build cache and /tmp; no other validation ever uses either. Close removes
-// it. A step that times out, or whose context ends, kills the whole
+// build cache, /tmp and, when it has a source, its throwaway working tree;
+// no other validation ever uses any of them. Close removes it and its
+// working tree. A step that times out, or whose context ends, kills the whole
 // container, so nothing a step left running can outlive it; later Execs
 // return ErrContainerEnded.
 type Container struct {
@@ -29,9 +30,11 @@ type Container struct {
 	job        Job // as checked, with the run's caches filled in
 	id, name   string
 	buildCache string
+	workTree   string    // host directory of the working tree; "" without a source
 	deadline   time.Time // when the in-container timeout ends the main process
 
 	created, started time.Duration // engine phases, for Result.Phases
+	copied           time.Duration // filling the working tree
 
 	mu     sync.Mutex
 	ended  bool
@@ -41,16 +44,28 @@ type Container struct {
 // Start creates and starts a long-lived container for job, which must be an
 // Execute job without Cmd. The container's main process is `sleep` for its
 // lifetime, job.Timeout, under the in-container timeout; zero means three
-// times Config.Timeout (a build, a vet and a test), at most MaxTimeout.
-// job.BuildCache, if set, must be a fresh cache from NewBuildCache not given
+// times Config.Timeout (a build, a vet and a test), at most MaxTimeout;
+// with a source, WorkTreeTimeout more for copying it. job.BuildCache, if
+// set, must be a fresh cache from NewBuildCache not given
 // to another Start; empty means Start makes a fresh one (BuildCache says
 // which).
+//
+// With a job.Source (job.WorkTree must be empty), Start makes a fresh
+// working tree in the run directory, mounts it writable at SourceDir and
+// the snapshot read-only at SnapshotDir, and, before Start returns, copies
+// the snapshot into it inside the container as the container user (so the
+// files are the tests' own, as a developer's checkout is theirs). The
+// repository's tests may write anywhere in their tree, as at home; the
+// snapshot stays as it was, and Close removes the working tree.
 func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 	if job.Profile != Execute {
 		return nil, jobErr("Profile", "long-lived containers are for execute, not %q", job.Profile)
 	}
 	if len(job.Cmd) != 0 {
 		return nil, jobErr("Cmd", "Start supplies the command; run steps with Exec")
+	}
+	if job.WorkTree != "" {
+		return nil, jobErr("WorkTree", "Start makes the working tree")
 	}
 	if job.BuildCache == "" {
 		bc, err := r.NewBuildCache()
@@ -71,7 +86,62 @@ func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 	r.used[job.BuildCache] = true
 	r.mu.Unlock()
 	job.Timeout = 0 // steps take Config.Timeout unless they say
-	return r.start(ctx, job, lifetime)
+	if job.Source == "" {
+		return r.start(ctx, job, lifetime)
+	}
+	// The source must be the run's snapshot before anything is made for it.
+	if err := r.checkJob(&job); err != nil {
+		return nil, err
+	}
+	lifetime = min(lifetime+WorkTreeTimeout, MaxTimeout)
+	wt, err := r.mkdir("worktree", kindWorkTree)
+	if err != nil {
+		return nil, err
+	}
+	job.WorkTree = wt
+	c, err := r.start(ctx, job, lifetime)
+	if err != nil {
+		if ferr := r.forget(ctx, wt); ferr != nil {
+			r.log.Warn("removing a working tree failed", "dir", wt, "err", ferr)
+		}
+		return nil, err
+	}
+	c.workTree = wt
+	if err := c.fillWorkTree(ctx); err != nil {
+		c.Close(ctx)
+		return nil, err
+	}
+	return c, nil
+}
+
+// WorkTreeTimeout bounds copying the snapshot into a working tree: at
+// most MaxSnapshotBytes from one local disk to another. Start adds it to
+// the container's lifetime; a caller bounding Start and the steps with one
+// context adds it there too.
+const WorkTreeTimeout = 5 * time.Minute
+
+// fillWorkTreeArgv copies the snapshot into the working tree: recursively,
+// symlinks as symlinks (never followed), modes kept, owned by whoever runs
+// it. Its parts are the toolchain's and busybox's, never the repository's.
+var fillWorkTreeArgv = []string{"cp", "-dR", SnapshotDir + "/.", SourceDir + "/"}
+
+// fillWorkTree copies the snapshot into the working tree as the first step
+// in the container. A copy that fails is Stockade's failure, not the
+// repository's: the snapshot is within the bounds the run accepted.
+func (c *Container) fillWorkTree(ctx context.Context) error {
+	t := time.Now()
+	res, err := c.Exec(ctx, fillWorkTreeArgv, ExecOptions{Dir: TmpDir, Timeout: WorkTreeTimeout, OutputCap: 64 << 10})
+	c.copied = time.Since(t)
+	switch {
+	case err != nil:
+		return fmt.Errorf("toolchain: filling the working tree: %w", err)
+	case res.TimedOut:
+		return fmt.Errorf("toolchain: filling the working tree timed out after %v", WorkTreeTimeout)
+	case res.ExitCode != 0:
+		return fmt.Errorf("toolchain: filling the working tree: cp exited %d: %s", res.ExitCode, res.Stderr)
+	}
+	c.r.log.Debug("working tree filled", "container", c.name, "dur", c.copied)
+	return nil
 }
 
 // start checks job (its Cmd is replaced) and starts its container, whose
@@ -123,6 +193,14 @@ func (c *Container) ID() string { return c.id }
 
 // BuildCache returns the host path of the container's build cache.
 func (c *Container) BuildCache() string { return c.buildCache }
+
+// WorkTree returns the host path of the container's working tree, "" when
+// it has no source. Close removes it.
+func (c *Container) WorkTree() string { return c.workTree }
+
+// WorkTreeTime is how long copying the snapshot into the working tree
+// took; zero without a source.
+func (c *Container) WorkTreeTime() time.Duration { return c.copied }
 
 // ExecOptions configure one step.
 type ExecOptions struct {
@@ -212,9 +290,12 @@ func (c *Container) remove(ctx context.Context) error {
 	return nil
 }
 
-// Close force-removes the container on its own budget, even when ctx has
-// ended. It is safe to call more than once. The build cache stays until
-// the Runner closes.
+// Close force-removes the container and then its working tree (through a
+// container when the host user cannot remove what the tests wrote), on
+// their own budgets, even when ctx has ended. It is safe to call more than
+// once. The build cache stays until the Runner closes. Should the process
+// die first, the next run on the data directory removes both (Reap and
+// the crashed run's directory).
 func (c *Container) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -227,5 +308,8 @@ func (c *Container) Close(ctx context.Context) error {
 	c.r.mu.Lock()
 	delete(c.r.live, c)
 	c.r.mu.Unlock()
+	if c.workTree != "" && err == nil {
+		err = c.r.forget(ctx, c.workTree)
+	}
 	return err
 }

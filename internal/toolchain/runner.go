@@ -88,7 +88,8 @@ const (
 	kindToolMod
 	kindToolBuild
 	kindToolBin
-	kindImport // a copy of a configured directory (fixture proxy, scan)
+	kindImport   // a copy of a configured directory (fixture proxy, scan)
+	kindWorkTree // an Execute container's throwaway working tree
 )
 
 // Runner is one toolchain run on a locked data directory. It is safe for
@@ -244,6 +245,19 @@ func (r *Runner) mkdir(prefix string, k dirKind) (string, error) {
 // validation in Execute. Never give one validation's cache to another.
 func (r *Runner) NewBuildCache() (string, error) { return r.mkdir("gocache", kindBuildCache) }
 
+// forget removes dir, one of the run's directories, and forgets it; Close
+// would remove it anyway. It works on its own budgets even when ctx has
+// ended.
+func (r *Runner) forget(ctx context.Context, dir string) error {
+	err := r.removeAll(context.WithoutCancel(ctx), dir)
+	if err == nil {
+		r.mu.Lock()
+		delete(r.dirs, dir)
+		r.mu.Unlock()
+	}
+	return err
+}
+
 // ToolDirs are the Tool profile's own fresh directories.
 type ToolDirs struct {
 	ModCache, BuildCache string
@@ -308,6 +322,9 @@ func (r *Runner) checkJob(j *Job) error {
 		if err := own("ModCache", j.ModCache, kindModCache); err != nil {
 			return err
 		}
+		if err := own("WorkTree", j.WorkTree, kindWorkTree); err != nil {
+			return err
+		}
 		if j.BuildCache != "" {
 			if err := own("BuildCache", j.BuildCache, kindBuildCache); err != nil {
 				return fmt.Errorf("%w (%w)", err, ErrNoBuildCache)
@@ -367,6 +384,9 @@ func (r *Runner) Run(ctx context.Context, job Job) (Result, error) {
 // run is Run; keep leaves the container in place (tests use it to leave an
 // orphan as a crashed process would).
 func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
+	if job.WorkTree != "" {
+		return Result{}, jobErr("WorkTree", "a working tree is made and filled by Start; a one-shot execute sees the snapshot read-only")
+	}
 	if err := r.checkJob(&job); err != nil {
 		return Result{}, err
 	}

@@ -119,7 +119,7 @@ func (r *Runner) NewStaging(snap Snapshot) (string, error) {
 		return "", err
 	}
 	for _, name := range []string{"go.mod", "go.sum"} {
-		b, err := readRegular(filepath.Join(snap.Dir, name), 64<<20)
+		b, err := readRegular(filepath.Join(snap.Dir, name), MaxManifestBytes)
 		if errors.Is(err, fs.ErrNotExist) && name == "go.sum" {
 			continue
 		}
@@ -135,6 +135,54 @@ func (r *Runner) NewStaging(snap Snapshot) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// MaxManifestBytes bounds a go.mod or go.sum read from a snapshot or a
+// staging directory.
+const MaxManifestBytes = 64 << 20
+
+// ReadManifests reads go.mod and go.sum (nil when there is none) from dir,
+// a snapshot or staging directory: regular files (a symlink the container
+// made is refused) of at most MaxManifestBytes.
+func ReadManifests(dir string) (goMod, goSum []byte, err error) {
+	if goMod, err = readRegular(filepath.Join(dir, "go.mod"), MaxManifestBytes); err != nil {
+		return nil, nil, fmt.Errorf("toolchain: %w", err)
+	}
+	goSum, err = readRegular(filepath.Join(dir, "go.sum"), MaxManifestBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return goMod, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("toolchain: %w", err)
+	}
+	return goMod, goSum, nil
+}
+
+// SnapshotWith returns a fresh snapshot of the run: a copy of snap with
+// goMod and goSum as its go.mod and go.sum (goSum nil: no go.sum), such as
+// the manifests a Mutate job left in its staging directory.
+func (r *Runner) SnapshotWith(ctx context.Context, snap Snapshot, goMod, goSum []byte) (Snapshot, error) {
+	if r.kind(snap.Dir) != kindSnapshot {
+		return Snapshot{}, fmt.Errorf("%w: %s is not a snapshot of this run", ErrNotOwned, snap.Dir)
+	}
+	post, err := r.Snapshot(ctx, snap.Dir, SnapshotOptions{})
+	if err != nil {
+		return post, err
+	}
+	if err := os.WriteFile(filepath.Join(post.Dir, "go.mod"), goMod, 0o644); err != nil {
+		return post, fmt.Errorf("toolchain: %w", err)
+	}
+	sum := filepath.Join(post.Dir, "go.sum")
+	if goSum == nil {
+		if err := os.Remove(sum); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return post, fmt.Errorf("toolchain: %w", err)
+		}
+		return post, nil
+	}
+	if err := os.WriteFile(sum, goSum, 0o644); err != nil {
+		return post, fmt.Errorf("toolchain: %w", err)
+	}
+	return post, nil
 }
 
 func (r *Runner) kind(p string) dirKind {

@@ -5,7 +5,9 @@
 // Threat model: the repository is hostile. Its code runs only in the
 // Execute profile, which has no network (enforced by the engine), sees the
 // source snapshot and the module cache read-only, and can write only a
-// fresh, randomly named build cache of its own and a tmpfs at /tmp. Acquire
+// fresh, randomly named build cache of its own, a tmpfs at /tmp and, in a
+// validation's long-lived container (Runner.Start), a throwaway copy of the
+// snapshot as its working tree, removed with the container. Acquire
 // and Mutate run only the toolchain's own module commands (ModuleCommands:
 // any other argv, and GOCACHEPROG, is refused before a container exists),
 // with a writable module cache and network limited by configuration to the
@@ -49,7 +51,9 @@ const (
 	// of go.mod and go.sum at StagingDir.
 	Mutate Profile = "mutate"
 	// Execute builds, vets and tests the repository: no network, source and
-	// module cache read-only, a fresh build cache of its own.
+	// module cache read-only, a fresh build cache of its own; a validation's
+	// container (Runner.Start) works in a throwaway writable copy of the
+	// source (Job.WorkTree).
 	Execute Profile = "execute"
 	// Tool builds a pinned tool: no source, fresh module and build caches of
 	// its own, writable ToolsDir, proxy.golang.org and sum.golang.org only.
@@ -61,7 +65,8 @@ var Profiles = []Profile{Acquire, Mutate, Execute, Tool}
 
 // Paths inside the containers.
 const (
-	SourceDir       = "/src"           // the source snapshot, read-only
+	SourceDir       = "/src"           // the source snapshot, read-only; Execute with a WorkTree: the working tree, writable
+	SnapshotDir     = "/snapshot"      // Execute with a WorkTree: the source snapshot, read-only
 	ModCacheDir     = "/modcache"      // GOMODCACHE
 	BuildCacheDir   = "/gocache"       // GOCACHE
 	StagingDir      = "/staging"       // Mutate's writable copy of go.mod/go.sum
@@ -282,7 +287,8 @@ type Job struct {
 	// Dir is the working directory in the container; empty means SourceDir
 	// when there is a source, else TmpDir.
 	Dir string
-	// Source is the host snapshot mounted read-only at SourceDir. Tool must
+	// Source is the host snapshot mounted read-only at SourceDir (at
+	// SnapshotDir when the job has a WorkTree). Tool must
 	// not have one.
 	Source string
 	// ModCache is the host module cache at ModCacheDir: writable in Acquire
@@ -291,6 +297,12 @@ type Job struct {
 	// BuildCache is the host build cache at BuildCacheDir, always writable.
 	// Required in every profile; Execute's must be fresh per validation.
 	BuildCache string
+	// WorkTree is Execute's throwaway working tree, mounted writable at
+	// SourceDir while Source moves to SnapshotDir (read-only); the
+	// container copies Source into it before anything else runs
+	// (Runner.Start makes and fills one for every validation, and removes
+	// it with the container). It needs a Source; only Execute may have one.
+	WorkTree string
 	// Staging is Mutate's writable copy of go.mod and go.sum at StagingDir
 	// (go get -modfile=/staging/go.mod writes go.sum beside it). Only Mutate
 	// may have one.
@@ -403,7 +415,12 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 			s.Mounts = append(s.Mounts, container.Mount{Type: container.Bind, Source: src, Target: dst, Writable: writable})
 		}
 	}
-	bind(job.Source, SourceDir, false)
+	if job.WorkTree != "" {
+		bind(job.Source, SnapshotDir, false)
+		bind(job.WorkTree, SourceDir, true)
+	} else {
+		bind(job.Source, SourceDir, false)
+	}
 	bind(job.BuildCache, BuildCacheDir, true)
 	switch job.Profile {
 	case Acquire, Mutate:
@@ -457,7 +474,7 @@ func checkJob(cfg Config, j Job) error {
 	if j.Timeout < 0 || j.Timeout > MaxTimeout {
 		return jobErr("Timeout", "%v is outside 0..%v", j.Timeout, MaxTimeout)
 	}
-	for f, p := range map[string]string{"Source": j.Source, "ModCache": j.ModCache, "BuildCache": j.BuildCache, "Staging": j.Staging, "Tools": j.Tools} {
+	for f, p := range map[string]string{"Source": j.Source, "WorkTree": j.WorkTree, "ModCache": j.ModCache, "BuildCache": j.BuildCache, "Staging": j.Staging, "Tools": j.Tools} {
 		if p != "" && !cleanAbs(p) {
 			return jobErr(f, "%q is not an absolute clean path", p)
 		}
@@ -472,7 +489,7 @@ func checkJob(cfg Config, j Job) error {
 	// One host directory, one mount: a cache mounted twice (writable and
 	// read-only) would make the read-only one meaningless.
 	seen := map[string]string{}
-	for _, f := range []struct{ name, p string }{{"Source", j.Source}, {"ModCache", j.ModCache}, {"BuildCache", j.BuildCache}, {"Staging", j.Staging}, {"Tools", j.Tools}, {"FixtureProxy", cfg.FixtureProxy}, {"ScanTools", cfg.ScanTools}, {"ScanVulnDB", cfg.ScanVulnDB}} {
+	for _, f := range []struct{ name, p string }{{"Source", j.Source}, {"WorkTree", j.WorkTree}, {"ModCache", j.ModCache}, {"BuildCache", j.BuildCache}, {"Staging", j.Staging}, {"Tools", j.Tools}, {"FixtureProxy", cfg.FixtureProxy}, {"ScanTools", cfg.ScanTools}, {"ScanVulnDB", cfg.ScanVulnDB}} {
 		if f.p == "" {
 			continue
 		}
@@ -489,7 +506,7 @@ func checkJob(cfg Config, j Job) error {
 	if len(j.ReadOnly) > 0 && j.Profile != Execute {
 		return weak(jobErr("ReadOnly", "only execute takes extra read-only mounts"))
 	}
-	reserved := []string{SourceDir, ModCacheDir, BuildCacheDir, StagingDir, ToolsDir, VulnDBDir, FixtureProxyDir, TmpDir}
+	reserved := []string{SourceDir, SnapshotDir, ModCacheDir, BuildCacheDir, StagingDir, ToolsDir, VulnDBDir, FixtureProxyDir, TmpDir}
 	for _, m := range j.ReadOnly {
 		if m.Type != container.Bind || m.Writable {
 			return weak(jobErr("ReadOnly", "%s: only read-only bind mounts", m.Target))
@@ -507,6 +524,9 @@ func checkJob(cfg Config, j Job) error {
 				return weak(jobErr("ReadOnly", "%s overlaps %s (%s)", m.Source, prev, q))
 			}
 		}
+	}
+	if j.WorkTree != "" && (j.Profile != Execute || j.Source == "") {
+		return weak(jobErr("WorkTree", "only execute has a writable working tree, and only as a copy of its source"))
 	}
 	if j.Staging != "" && j.Profile != Mutate {
 		return weak(jobErr("Staging", "only mutate has a writable staging copy"))
@@ -600,8 +620,8 @@ type ModuleCommand struct {
 	EnvNames bool
 }
 
-// stagingModFile is the only -modfile Mutate accepts: its staging copy.
-const stagingModFile = StagingDir + "/go.mod"
+// StagingModFile is the only -modfile Mutate accepts: its staging copy.
+const StagingModFile = StagingDir + "/go.mod"
 
 // checkModuleCmd refuses argv unless it is one of ModuleCommands with
 // flags it accepts; Mutate also accepts -modfile=/staging/go.mod.
@@ -641,7 +661,7 @@ func checkModuleCmd(p Profile, argv []string) error {
 			}
 			continue
 		}
-		if p == Mutate && a == "-modfile="+stagingModFile {
+		if p == Mutate && a == "-modfile="+StagingModFile {
 			continue
 		}
 		if !flagAllowed(mc.Flags, a) {

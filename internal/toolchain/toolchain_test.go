@@ -44,6 +44,8 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true}, "bridge"}},
 		{"execute", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
+		{"execute work tree", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", WorkTree: "/d/wt", ModCache: "/d/mc", BuildCache: "/d/bc"},
+			want{map[string]bool{TmpDir: true, SnapshotDir: false, SourceDir: true, ModCacheDir: false, BuildCacheDir: true}, "none"}},
 		{"execute scan", func(c *Config) { c.ScanTools, c.ScanVulnDB = "/d/tools", "/d/vdb" }, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true, ToolsDir: false, VulnDBDir: false}, "none"}},
 		{"execute fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
@@ -193,6 +195,12 @@ func TestNewSpec_RefusesBadJobs(t *testing.T) {
 		{"unknown profile", func(j *Job) { j.Profile = "root" }, ErrInvalidJob, nil},
 		{"no command", func(j *Job) { j.Cmd = nil }, ErrInvalidJob, nil},
 		{"staging outside mutate", func(j *Job) { j.Staging = "/d/st" }, ErrWeakened, nil},
+		{"work tree outside execute", func(j *Job) { j.Profile, j.WorkTree = Acquire, "/d/wt" }, ErrWeakened, nil},
+		{"work tree without source", func(j *Job) { j.Source, j.WorkTree = "", "/d/wt" }, ErrWeakened, nil},
+		{"work tree is the source", func(j *Job) { j.WorkTree = j.Source }, ErrWeakened, nil},
+		{"extra over the snapshot", func(j *Job) {
+			j.WorkTree, j.ReadOnly = "/d/wt", []container.Mount{{Type: container.Bind, Source: "/seed", Target: SnapshotDir}}
+		}, ErrWeakened, nil},
 		{"tools outside tool", func(j *Job) { j.Tools = "/d/t" }, ErrWeakened, nil},
 		{"tool with source", func(j *Job) { j.Profile, j.Tools = Tool, "/d/t" }, ErrWeakened, nil},
 		{"mutate without staging", func(j *Job) { j.Profile = Mutate }, ErrInvalidJob, nil},

@@ -16,9 +16,12 @@ const (
 	KindMissingCHeader = "missing_c_header"
 	// KindMissingCLibrary: the linker did not find a library (-lname).
 	KindMissingCLibrary = "missing_c_library"
-	// KindWritesSource: a test wrote into the module's directory, which
-	// the sandbox mounts read-only.
-	KindWritesSource = "writes_source"
+	// KindWritesReadOnly: a test wrote where the sandbox is read-only.
+	// Its working tree is a writable copy and /tmp is its $HOME, so this
+	// is a write elsewhere: into the module cache (read-only at home too,
+	// by permission) or a system directory a developer's machine may let
+	// it write, such as /var/tmp.
+	KindWritesReadOnly = "writes_read_only"
 	// KindNeedsNetwork: a test reached for the network; the execute
 	// profile has none.
 	KindNeedsNetwork = "needs_network"
@@ -54,7 +57,7 @@ func envKind(f testjson.Finding) testjson.Finding {
 	case missingLibraryRE.MatchString(f.Message):
 		f.Kind = KindMissingCLibrary
 	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && readOnlyRE.MatchString(text):
-		f.Kind = KindWritesSource
+		f.Kind = KindWritesReadOnly
 	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && noNetworkRE.MatchString(text):
 		f.Kind = KindNeedsNetwork
 	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && missingProgramRE.MatchString(text):

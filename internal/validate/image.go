@@ -60,6 +60,10 @@ type ImageRequest struct {
 	// Cgo picks (or builds) an image with the C toolchain layer, where
 	// cgo is on by default; without it, an image without (CGO_ENABLED=0).
 	Cgo bool
+	// AptPackages are Debian packages ("name" or "name=version") the C
+	// toolchain layer carries besides its own, with what they depend on
+	// (image.ResolvePackages, from the host's apt); they need Cgo.
+	AptPackages []string
 }
 
 // pickImage returns the image for req: the explicit image, or the one
@@ -85,8 +89,23 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	}
 	var locals []imagetable.Local
 	tags := map[string][]string{}
+	// An image with the C toolchain qualifies only with this Stockade's
+	// package set: one built from an older list is passed over (and a new
+	// one built), as it may lack what the list now carries.
+	if len(req.AptPackages) > 0 && !req.Cgo {
+		return imageChoice{}, fmt.Errorf("%w: Debian packages need the C toolchain (cgo)", image.ErrAptPackage)
+	}
+	apt, err := image.ResolvePackages(ctx, req.AptPackages)
+	if err != nil {
+		return imageChoice{}, err
+	}
+	set, err := image.WithPackages(apt)
+	if err != nil {
+		return imageChoice{}, err
+	}
+	cset := image.CPackagesDigest(set)
 	for _, in := range infos {
-		if in.GoVersion != "" && (in.CToolchain != "") == req.Cgo {
+		if in.GoVersion != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
 			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
 			tags[in.ID] = in.Tags
 		}
@@ -97,7 +116,7 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	}
 	var ic imageChoice
 	if !c.Local {
-		opts := image.Options{Logger: log, CToolchain: req.Cgo}
+		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: apt}
 		from := "the host's go" + c.Go
 		if c.Source == imagetable.SourceProxy || req.Cgo {
 			if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
@@ -120,6 +139,9 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 		ic.notes = append(ic.notes, fmt.Sprintf("no toolchain image for go %s was present; built %s from %s", c.Want, firstTag(res.Tags, res.ID), from))
 	}
 	ic.img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: ic.img.Built, CToolchain: req.Cgo}
+	for _, p := range apt {
+		ic.img.AptPackages = append(ic.img.AptPackages, p.String())
+	}
 	if c.StoodIn {
 		ic.notes = append(ic.notes, standInNote(c))
 	}

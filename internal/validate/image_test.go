@@ -108,6 +108,24 @@ func TestPickImage(t *testing.T) {
 			t.Errorf("pickImage(go 1.16) = %+v; want go1.26.8 standing in, noted", c)
 		}
 	})
+	t.Run("a cgo image of another package set is passed over", func(t *testing.T) {
+		cgoImage := func(hex byte, set string) dockerapi.ImageSummary {
+			im := localImage("go1.26.8", hex)
+			im.Labels[image.LabelCToolchain], im.Labels[image.LabelCPackages] = "sha256:x", set
+			return im
+		}
+		current := image.CPackagesDigest(image.CToolchainPackages())
+		// 'b' sorts first: an older set (or one from before the label)
+		// must not win by order.
+		eng := &fakeImages{have: map[string]string{}, locals: []dockerapi.ImageSummary{cgoImage('b', ""), cgoImage('d', "sha256:older"), cgoImage('e', current), localImage("go1.26.8", 'a')}}
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.26", Cgo: true}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.img.ID != id('e') || !c.img.CToolchain {
+			t.Errorf("pickImage(go 1.26, cgo) = %+v; want the image of the current package set", c)
+		}
+	})
 	t.Run("newer than every release names the build command", func(t *testing.T) {
 		eng := &fakeImages{have: map[string]string{}, locals: present}
 		_, err := pickImage(ctx, eng, ImageRequest{Directive: "1.99"}, log)
@@ -264,6 +282,53 @@ func TestInspect_Cgo(t *testing.T) {
 			}
 			if !found {
 				t.Errorf("no %s finding with %q in %+v", tc.kind, tc.message, rep.Checks)
+			}
+		})
+	}
+}
+
+// TestInspect_AptPackages validates a module that includes zlib.h and
+// links -lz in the host's C toolchain image: without the package the
+// missing header is a finding of its own kind; with -apt-packages
+// zlib1g-dev (resolved by the host's apt, composed into an image of its
+// own) the module is clean and the report names the package.
+func TestInspect_AptPackages(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	dir, err := filepath.Abs(filepath.Join(repos, "cgo-zlib"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		apt  []string
+	}{
+		{"without", nil},
+		{"with zlib1g-dev", []string{"zlib1g-dev"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			rep, err := Inspect(context.Background(), eng, InspectOptions{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: DefaultLockTimeout, Cgo: true, AptPackages: tc.apt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("inspect %s: %v, image %+v, notes %q", tc.name, time.Since(start), rep.Image, rep.Notes)
+			if rep.Image == nil || !rep.Image.CToolchain {
+				t.Fatalf("image %+v; want the C toolchain image", rep.Image)
+			}
+			if tc.apt == nil {
+				found := false
+				for _, c := range rep.Checks {
+					for _, f := range c.Findings {
+						found = found || f.Kind == KindMissingCHeader && strings.Contains(f.Message, "zlib.h")
+					}
+				}
+				if rep.Verdict != report.Failing || !found || len(rep.Image.AptPackages) != 0 {
+					t.Errorf("verdict %s, image %+v, checks %+v; want failing with a %s finding naming zlib.h", rep.Verdict, rep.Image, rep.Checks, KindMissingCHeader)
+				}
+				return
+			}
+			if rep.Verdict != report.Clean || len(rep.Image.AptPackages) != 1 || !strings.HasPrefix(rep.Image.AptPackages[0], "zlib1g-dev=") {
+				t.Errorf("verdict %s, image %+v, checks %+v; want clean in an image naming zlib1g-dev", rep.Verdict, rep.Image, rep.Checks)
 			}
 		})
 	}

@@ -126,6 +126,12 @@ type InspectOptions struct {
 	// as on a developer's machine with a C compiler; the CLI sets it unless
 	// -cgo=false. Without it the image has no C compiler (CGO_ENABLED=0).
 	Cgo bool
+	// AptPackages are Debian packages ("name" or "name=version") to add
+	// to the C toolchain layer, with what they depend on
+	// (image.ResolvePackages, from the host's apt): a library's -dev
+	// package for a module that needs it. They need Cgo; the image with
+	// them is built once and chosen again for the same set.
+	AptPackages []string
 	// Owner labels the run's containers; empty means toolchain's default.
 	Owner string
 	// Logger receives debug detail; nil discards.
@@ -312,7 +318,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	pctx, cancel := context.WithTimeout(ctx, d)
-	ic, err := pickImage(pctx, eng, ImageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo}, log)
+	ic, err := pickImage(pctx, eng, ImageRequest{Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo, AptPackages: o.AptPackages}, log)
 	cancel()
 	if cut(pctx, err) {
 		return timedOut()
@@ -410,8 +416,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if d, ok = b.phase(acquireBudget); !ok {
 		return timedOut()
 	}
-	acq := acquireExecer{r: r, src: snap.Dir, until: time.Now().Add(d)}
-	got, err := AcquireModules(ctx, acq, m, ic.img)
+	got, snap, err := AcquireSnapshot(ctx, r, snap, m, ic.img, time.Now().Add(d))
 	switch {
 	case err != nil:
 		return nil, err
@@ -423,7 +428,12 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	case got.Failure != nil:
 		rep.Acquisition = got.Failure
 		return finish()
+	case got.Updated != nil:
+		// From here on the tree with the updated manifests is the one
+		// validated and asked about.
+		rep.Source.Updated = got.Updated
 	}
+	acq := acquireExecer{r: r, src: snap.Dir}
 
 	phase("validate")
 	vt, ok := b.phase(timeout)
@@ -534,11 +544,14 @@ func sourceOf(s toolchain.Snapshot) *report.Source {
 }
 
 // acquireExecer runs module commands in one-shot acquire containers on the
-// snapshot, each ending by until, its phase's end.
+// snapshot, each ending by until, its phase's end; with a staging
+// directory, in mutate containers with -modfile naming its go.mod, so the
+// go command may update the manifests there.
 type acquireExecer struct {
-	r     *toolchain.Runner
-	src   string
-	until time.Time
+	r       *toolchain.Runner
+	src     string
+	staging string
+	until   time.Time
 }
 
 // Exec runs argv for at most timeout (zero: the rest of the phase). With
@@ -554,7 +567,11 @@ func (a acquireExecer) Exec(ctx context.Context, argv []string, timeout time.Dur
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+hostGrace)
 	defer cancel()
-	res, err := a.r.Run(ctx, toolchain.Job{Profile: toolchain.Acquire, Cmd: argv, Source: a.src, Timeout: timeout})
+	job := toolchain.Job{Profile: toolchain.Acquire, Cmd: argv, Source: a.src, Timeout: timeout}
+	if a.staging != "" {
+		job.Profile, job.Cmd, job.Staging = toolchain.Mutate, withModFile(argv), a.staging
+	}
+	res, err := a.r.Run(ctx, job)
 	return outputOf(res), err
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -285,6 +286,34 @@ var fixtures = []fixture{
 	}},
 	{repo: "big-output", verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, CheckTest, report.StatusInconclusive, "truncated")
+	}},
+	// go.mod has a requirement and no go line: the go command adds one to
+	// download the requirement, as at home. Acquisition does that on a
+	// staging copy, the updated tree is validated, the report says so and
+	// the user's go.mod is unchanged.
+	{repo: "no-go-line", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		if r.Source == nil || r.Source.Updated == nil || !slices.Equal(r.Source.Updated.Files, []string{"go.mod"}) ||
+			!strings.Contains(r.Source.Updated.Reason, "go: updating go.mod: open /src/go.mod: permission denied") {
+			t.Errorf("source %+v; want go.mod named as updated, with the go command's message", r.Source)
+		}
+		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		if b, _ := os.ReadFile(filepath.Join(repos, "no-go-line", "go.mod")); strings.Contains(string(b), "\ngo ") {
+			t.Errorf("the user's go.mod changed:\n%s", b)
+		}
+	}},
+	// Its test writes beside itself, as at home: the validation's
+	// throwaway working tree lets it, and the user's directory is
+	// untouched.
+	{repo: "writes-tree", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		for _, name := range []string{"out.log", "link.txt"} {
+			if _, err := os.Lstat(filepath.Join(repos, "writes-tree", name)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s appeared in the user's directory: %v", name, err)
+			}
+		}
+		if b, _ := os.ReadFile(filepath.Join(repos, "writes-tree", "testdata", "in.txt")); string(b) != "input\n" {
+			t.Errorf("the user's testdata/in.txt changed: %q", b)
+		}
 	}},
 	// A dependency needs a newer Go: acquisition fails under
 	// GOTOOLCHAIN=local and the module is refused after that container.

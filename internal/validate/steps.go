@@ -1,10 +1,13 @@
 package validate
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/stockade/stockade/internal/cacheseed"
@@ -97,11 +100,85 @@ type Acquired struct {
 	// Failure: the requirements could not be had (a finding about the
 	// repository, not a failure of Stockade's).
 	Failure *report.Acquisition
+	// Updated, with none of the above, says the go command updated the
+	// manifests to download the modules (AcquireSnapshot).
+	Updated *report.Updated
+
+	update string // with Failure: the go command wanted to update the manifests; its message
 }
+
+// AcquireSnapshot acquires snap's modules (AcquireModules) in acquire
+// containers ending by until. When the go command has to update go.mod or
+// go.sum to download them, as it does on a developer's machine (a go.mod
+// with requirements and no go line gets one), it downloads them again in
+// the mutate profile against a staging copy of the manifests (go mod
+// download -modfile=/staging/go.mod) and returns a new snapshot of the run
+// holding the updated files, which is the tree to validate; Updated says
+// which files changed. Otherwise it returns snap. The repository and snap
+// are never written.
+func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, snap toolchain.Snapshot, m *gomod.Module, img report.Image, until time.Time) (Acquired, toolchain.Snapshot, error) {
+	got, err := AcquireModules(ctx, NewAcquireExecer(r, snap.Dir, until), m, img)
+	if err != nil || got.update == "" {
+		return got, snap, err
+	}
+	staging, err := r.NewStaging(snap)
+	if err != nil {
+		return Acquired{}, snap, err
+	}
+	mut := acquireExecer{r: r, src: snap.Dir, staging: staging, until: until}
+	staged, err := AcquireModules(ctx, mut, m, img)
+	if err != nil || staged.TimedOut || staged.NewerToolchain != nil || staged.Failure != nil {
+		return staged, snap, err
+	}
+	goMod, goSum, err := toolchain.ReadManifests(staging)
+	if err != nil {
+		return Acquired{}, snap, err
+	}
+	oldMod, oldSum, err := toolchain.ReadManifests(snap.Dir)
+	if err != nil {
+		return Acquired{}, snap, err
+	}
+	u := &report.Updated{Reason: got.update}
+	if !bytes.Equal(goMod, oldMod) {
+		u.Files = append(u.Files, "go.mod")
+	}
+	if !bytes.Equal(goSum, oldSum) {
+		u.Files = append(u.Files, "go.sum")
+	}
+	if len(u.Files) == 0 {
+		// It said it had to update them, and then did not: keep the
+		// first failure rather than guess.
+		return got, snap, nil
+	}
+	post, err := r.SnapshotWith(ctx, snap, goMod, goSum)
+	if err != nil {
+		return Acquired{}, snap, err
+	}
+	return Acquired{Updated: u}, post, nil
+}
+
+// withModFile inserts -modfile=/staging/go.mod after the go subcommand's
+// words ("go mod download", "go list"), before any flag or argument: the
+// go command stops reading flags at the first argument.
+func withModFile(argv []string) []string {
+	n := 2
+	if len(argv) > 1 && argv[1] == "mod" {
+		n = 3
+	}
+	n = min(n, len(argv))
+	return slices.Concat(argv[:n], []string{"-modfile=" + toolchain.StagingModFile}, argv[n:])
+}
+
+// manifestUpdateRE matches the go command failing to update go.mod or
+// go.sum in the read-only snapshot: it wants to change them to download
+// the modules (a go.mod with requirements and no go line gets one).
+var manifestUpdateRE = regexp.MustCompile(`go: updating (go\.mod|go\.sum): open ` + regexp.QuoteMeta(toolchain.SourceDir) + `/go\.(mod|sum): (permission denied|read-only file system)`)
 
 // AcquireModules downloads the modules the snapshot's go.mod (m) requires
 // with go mod download, through acq (NewAcquireExecer); img is the image
-// the refusal names.
+// the refusal names. When the go command needs to update go.mod or go.sum
+// to do so, that is a Failure saying so (AcquireSnapshot makes the update
+// on a staging copy instead).
 func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report.Image) (Acquired, error) {
 	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
 	if err != nil {
@@ -116,6 +193,12 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 	if out.ExitCode == 0 {
 		return Acquired{}, nil
 	}
+	if u := manifestUpdateRE.Find(out.Stderr); u != nil {
+		return Acquired{Failure: &report.Acquisition{
+			Reason: "go mod download needs to update go.mod or go.sum, which this validation keeps as the repository has them",
+			Detail: capText(out.Stderr, maxAcquisitionDetail),
+		}, update: string(u)}, nil
+	}
 	if mod, ver, need, ok := needsNewerGo(ctx, acq, out, m); ok {
 		return Acquired{NewerToolchain: &report.Refusal{Kind: "requires_newer_toolchain",
 			Reason: fmt.Sprintf("%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", mod, ver, need, img.Minor)}}, nil
@@ -127,13 +210,15 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 }
 
 // ValidateSnapshot runs the validation (Run) of the snapshot at snapDir in
-// one execute container with a fresh build cache of its own, for at most
-// timeout, and removes the container.
+// one execute container with a fresh build cache and a throwaway working
+// tree of its own (toolchain.Runner.Start), for at most timeout, and
+// removes the container and the working tree. Copying the snapshot into
+// the working tree is the phase "validate/worktree".
 func ValidateSnapshot(ctx context.Context, r *toolchain.Runner, snapDir string, timeout time.Duration, seed cacheseed.Seed, modulePath string, log *slog.Logger) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	vctx, cancel := context.WithTimeout(ctx, timeout+containerSlack+hostGrace)
+	vctx, cancel := context.WithTimeout(ctx, timeout+containerSlack+hostGrace+toolchain.WorkTreeTimeout)
 	defer cancel()
 	c, err := r.Start(vctx, toolchain.Job{
 		Profile: toolchain.Execute, Source: snapDir, Timeout: timeout + containerSlack,
@@ -143,6 +228,7 @@ func ValidateSnapshot(ctx context.Context, r *toolchain.Runner, snapDir string, 
 		return Result{}, err
 	}
 	res, err := Run(vctx, execExecer{c: c}, Options{Timeout: timeout, ModulePath: modulePath, Logger: log})
+	res.Phases = append([]report.Phase{{Name: "validate/worktree", MS: c.WorkTreeTime().Milliseconds()}}, res.Phases...)
 	if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
 		log.Warn("removing the validation container failed", "err", cerr)
 	}

@@ -3,8 +3,9 @@
 // into fail-closed checks for the report.
 //
 // Threat model: the module is hostile. Its code runs only inside the
-// execute profile's container (no network, read-only source and module
-// cache, a fresh build cache); this package only chooses the commands and
+// execute profile's container (no network, the snapshot and the module
+// cache read-only, a fresh build cache, a throwaway writable copy of the
+// snapshot as its working tree); this package only chooses the commands and
 // reads their output. That output is attacker-controlled, so every way it
 // can be unreadable — a timeout, a truncated stream, a line that is not
 // JSON, a listed package without a final test event, a zero exit beside a
@@ -39,7 +40,8 @@ const DefaultTimeout = 10 * time.Minute
 const minStepTime = time.Second
 
 // buildOutputDir is where go build writes the executables of main
-// packages: the source is read-only, /tmp is the container's tmpfs.
+// packages: /tmp, the container's tmpfs, so the build leaves the working
+// tree as the tests will find it.
 const buildOutputDir = "/tmp/stockade-build/"
 
 // Check names, in the order the checks run.
@@ -178,12 +180,13 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 // becomes a finding; the field list keeps its output small.
 //
 // Each passes -mod=readonly, which overrides the profile's GOFLAGS=-mod=mod
-// for these commands only: the snapshot is read-only, so a go command
-// that decides to rewrite go.mod (to add a missing go line, say) fails
-// with "permission denied" instead of judging the code. -mod=readonly is
-// also what go build does by default on the user's machine, so the
-// verdict matches theirs. It cannot weaken anything: it only forbids
-// writes.
+// for these commands only: a go command that decides go.mod needs
+// updating says so (a finding) instead of rewriting the working tree's
+// copy and judging another module than the repository's (acquisition
+// makes the updates a developer's go command would, on a staging copy,
+// and the report says so). -mod=readonly is also what go build does by
+// default on the user's machine, so the verdict matches theirs. It cannot
+// weaken anything: it only forbids writes.
 var (
 	listArgv = []string{"go", "list", "-mod=readonly", "-e", "-json=ImportPath,Name,Error,DepsErrors", "./..."}
 	vetArgv  = []string{"go", "vet", "-mod=readonly", "./..."}
@@ -191,8 +194,8 @@ var (
 )
 
 // buildArgv builds every package; with -o only when a main package exists,
-// since the source is read-only and go build ./... of a single command
-// would write its executable there. Without main packages -o is left out:
+// since go build ./... of a single command would write its executable into
+// the working tree. Without main packages -o is left out:
 // library-only modules must not fail for it.
 func buildArgv(pkgs []Package) []string {
 	for _, p := range pkgs {

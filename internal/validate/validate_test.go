@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
 )
 
@@ -88,5 +89,45 @@ func TestRun_TimeoutMakesLaterChecksNotRun(t *testing.T) {
 	want := "list=pass build=inconclusive vet=not_run test=not_run"
 	if strings.Join(got, " ") != want {
 		t.Errorf("checks = %s; want %s", strings.Join(got, " "), want)
+	}
+}
+
+// fakeAcq answers each command with the next output.
+type fakeAcq struct{ outs []Output }
+
+func (f *fakeAcq) Exec(ctx context.Context, argv []string, timeout time.Duration) (Output, error) {
+	o := f.outs[0]
+	f.outs = f.outs[1:]
+	return o, nil
+}
+
+// TestAcquireModules_ManifestUpdate: the go command refusing to update the
+// read-only go.mod is a failure that carries its message, for
+// AcquireSnapshot to redo on a staging copy; other failures do not.
+func TestAcquireModules_ManifestUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		stderr, update string
+	}{
+		{"go: updating go.mod: open /src/go.mod: permission denied\n", "go: updating go.mod: open /src/go.mod: permission denied"},
+		{"go: updating go.sum: open /src/go.sum: read-only file system\n", "go: updating go.sum: open /src/go.sum: read-only file system"},
+		{"go: updating go.mod: open /elsewhere/go.mod: permission denied\n", ""},
+		{"verifying x@v1.0.0: checksum mismatch\n", ""},
+	} {
+		got, err := AcquireModules(context.Background(), &fakeAcq{outs: []Output{{ExitCode: 1, Stderr: []byte(tc.stderr)}, {ExitCode: 1}}}, &gomod.Module{}, report.Image{})
+		if err != nil || got.Failure == nil || got.update != tc.update {
+			t.Errorf("%q: %+v, %v; want a failure with update %q", tc.stderr, got, err, tc.update)
+		}
+	}
+}
+
+func TestWithModFile(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"go", "mod", "download"}, []string{"go", "mod", "download", "-modfile=/staging/go.mod"}},
+		{[]string{"go", "mod", "download", "-json", "a@v1"}, []string{"go", "mod", "download", "-modfile=/staging/go.mod", "-json", "a@v1"}},
+		{[]string{"go", "list", "-m", "-u", "all"}, []string{"go", "list", "-modfile=/staging/go.mod", "-m", "-u", "all"}},
+	} {
+		if got := withModFile(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("withModFile(%q) = %q; want %q", tc.in, got, tc.want)
+		}
 	}
 }

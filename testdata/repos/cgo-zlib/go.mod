@@ -1,0 +1,3 @@
+module stockade.test/repo/cgo-zlib
+
+go 1.26

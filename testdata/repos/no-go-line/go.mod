@@ -1,0 +1,3 @@
+module stockade.test/repo/no-go-line
+
+require stockade.test/greet v1.0.0

@@ -1,0 +1,3 @@
+module stockade.test/repo/writes-tree
+
+go 1.24
