@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/vulndb"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -85,98 +87,117 @@ Examples:
 }
 
 func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
-	var (
-		asJSON       = fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report")
-		fixtureProxy = fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy")
-		proxy        = fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy)
-		worktree     = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
-		timeout      = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
-		deadline     = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
-		dataDir      = fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
-		lockTimeout  = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory")
-		imageRef     = fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>")
-		pull         = fs.Bool("pull", false, "pull the -image reference if the engine does not have it")
-		cgo          = fs.Bool("cgo", true, "validate in the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0")
-		verbose      = fs.Bool("v", false, "log debug detail to stderr")
-	)
+	rf := addRunFlags(fs, "inspect")
+	timeout := fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
+	vulnDB := fs.String("vulndb", "", "also scan for vulnerabilities against the database in `DIR` (Go vulnerability database layout, or a .zip); default $"+vulndb.EnvDefault+" when set")
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
-		if len(args) != 1 {
-			return usagef("inspect", "usage: stockade inspect [flags] DIR")
+		db := *vulnDB
+		if db == "" {
+			db = os.Getenv(vulndb.EnvDefault)
 		}
-		if *fixtureProxy != "" && *proxy != "" {
-			return usagef("inspect", "stockade inspect: -fixture-proxy and -proxy cannot be used together")
-		}
-		if *pull && *imageRef == "" {
-			return usagef("inspect", "stockade inspect: -pull applies to -image only")
-		}
-		if *timeout <= 0 || *deadline <= 0 || *lockTimeout < 0 {
-			return usagef("inspect", "stockade inspect: -timeout and -deadline must be positive and -lock-timeout not negative")
-		}
-		dir, err := filepath.Abs(args[0])
-		if err != nil {
-			return usagef("inspect", "stockade inspect: %v", err)
-		}
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return usagef("inspect", "stockade inspect: %s is not a directory", args[0])
-		}
-		fp := *fixtureProxy
-		if fp != "" {
-			var cleanup func()
-			if fp, cleanup, err = fixtureProxyDir(fp); err != nil {
-				return err
-			}
-			defer cleanup()
-		}
-		log := slog.New(slog.DiscardHandler)
-		if *verbose {
-			log = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		}
-		opts := validate.InspectOptions{
-			Dir:          dir,
-			Worktree:     *worktree,
-			FixtureProxy: fp,
-			Proxy:        *proxy,
-			Timeout:      *timeout,
-			Deadline:     *deadline,
-			DataDir:      *dataDir,
-			LockTimeout:  *lockTimeout,
-			Image:        *imageRef,
-			Pull:         *pull,
-			Cgo:          *cgo,
-			Logger:       log,
-			// Waiting is the one thing said off a terminal: a run that
-			// seems to hang should say why.
-			OnLockWait: func(holder string) {
-				fmt.Fprintf(env.stderr, "stockade inspect: another run holds the data directory (%s); waiting up to %v\n", holder, *lockTimeout)
-			},
-		}
-		stopProgress := func() {}
-		if !*verbose && isTerminal(env.stderr) {
-			p := newProgress(env.stderr)
-			stopProgress = p.stop
-			opts.Progress = p.phase
-			opts.OnLockWait = func(holder string) {
-				p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", *lockTimeout, holder))
-			}
-		}
-		rep, err := inspect(ctx, opts)
-		stopProgress() // erase the line before anything else is printed
-		if err != nil {
+		return rf.run(ctx, env, args, validate.InspectOptions{Timeout: *timeout, VulnDB: db})
+	}
+}
+
+// runFlags are the flags inspect and scan share: where modules come from,
+// which tree, the image, the data directory, budgets and output.
+type runFlags struct {
+	name                                   string // the command, for messages
+	asJSON, worktree, pull, cgo, verbose   *bool
+	fixtureProxy, proxy, dataDir, imageRef *string
+	deadline, lockTimeout                  *time.Duration
+}
+
+func addRunFlags(fs *flag.FlagSet, name string) *runFlags {
+	return &runFlags{
+		name:         name,
+		asJSON:       fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report"),
+		fixtureProxy: fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy"),
+		proxy:        fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy),
+		worktree:     fs.Bool("worktree", false, "use the working tree, uncommitted changes included, instead of the committed tree"),
+		deadline:     fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)"),
+		dataDir:      fs.String("data-dir", "", "`DIR` for caches, snapshots, the scanner and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade"),
+		lockTimeout:  fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory"),
+		imageRef:     fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>"),
+		pull:         fs.Bool("pull", false, "pull the -image reference if the engine does not have it"),
+		cgo:          fs.Bool("cgo", true, "use the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0"),
+		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
+	}
+}
+
+// run checks the shared flags and DIR, completes opts with them, runs
+// validate.Inspect and prints its report; the report's exit code is the
+// command's.
+func (f *runFlags) run(ctx context.Context, env *cmdEnv, args []string, opts validate.InspectOptions) error {
+	name := f.name
+	if len(args) != 1 {
+		return usagef(name, "usage: stockade %s [flags] DIR", name)
+	}
+	if *f.fixtureProxy != "" && *f.proxy != "" {
+		return usagef(name, "stockade %s: -fixture-proxy and -proxy cannot be used together", name)
+	}
+	if *f.pull && *f.imageRef == "" {
+		return usagef(name, "stockade %s: -pull applies to -image only", name)
+	}
+	if opts.Timeout <= 0 || *f.deadline <= 0 || *f.lockTimeout < 0 {
+		return usagef(name, "stockade %s: -timeout and -deadline must be positive and -lock-timeout not negative", name)
+	}
+	dir, err := filepath.Abs(args[0])
+	if err != nil {
+		return usagef(name, "stockade %s: %v", name, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return usagef(name, "stockade %s: %s is not a directory", name, args[0])
+	}
+	fp := *f.fixtureProxy
+	if fp != "" {
+		var cleanup func()
+		if fp, cleanup, err = fixtureProxyDir(name, fp); err != nil {
 			return err
 		}
-		if *asJSON {
-			err = report.WriteJSON(env.stdout, rep)
-		} else {
-			err = report.WriteText(env.stdout, rep)
-		}
-		if err != nil {
-			return fmt.Errorf("writing the report: %w", err)
-		}
-		if rep.ExitCode != exitOK {
-			return &exitError{code: rep.ExitCode}
-		}
-		return nil
+		defer cleanup()
 	}
+	log := slog.New(slog.DiscardHandler)
+	if *f.verbose {
+		log = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	opts.Dir, opts.Worktree, opts.FixtureProxy, opts.Proxy = dir, *f.worktree, fp, *f.proxy
+	opts.Deadline, opts.DataDir, opts.LockTimeout = *f.deadline, *f.dataDir, *f.lockTimeout
+	opts.Image, opts.Pull, opts.Cgo, opts.Logger = *f.imageRef, *f.pull, *f.cgo, log
+	// Waiting is the one thing said off a terminal: a run that seems to
+	// hang should say why.
+	opts.OnLockWait = func(holder string) {
+		fmt.Fprintf(env.stderr, "stockade %s: another run holds the data directory (%s); waiting up to %v\n", name, holder, *f.lockTimeout)
+	}
+	stopProgress := func() {}
+	if !*f.verbose && isTerminal(env.stderr) {
+		p := newProgress(env.stderr, name)
+		stopProgress = p.stop
+		opts.Progress = p.phase
+		opts.OnLockWait = func(holder string) {
+			p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", *f.lockTimeout, holder))
+		}
+	}
+	rep, err := inspect(ctx, opts)
+	stopProgress() // erase the line before anything else is printed
+	if errors.Is(err, vulndb.ErrInvalid) || errors.Is(err, validate.ErrScanNeedsDB) {
+		return usagef(name, "stockade %s: %v", name, err)
+	}
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		err = report.WriteJSON(env.stdout, rep)
+	} else {
+		err = report.WriteText(env.stdout, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	if rep.ExitCode != exitOK {
+		return &exitError{code: rep.ExitCode}
+	}
+	return nil
 }
 
 // inspect runs validate.Inspect, which refuses a layout before it calls the
@@ -198,13 +219,13 @@ func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report,
 // sources in internal/modproxy's layout (such as testdata/modules), a
 // proxy generated from them into a temporary directory that cleanup
 // removes.
-func fixtureProxyDir(dir string) (string, func(), error) {
+func fixtureProxyDir(name, dir string) (string, func(), error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", nil, err
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return "", nil, usagef("inspect", "stockade inspect: -fixture-proxy %s is not a directory", dir)
+		return "", nil, usagef(name, "stockade %s: -fixture-proxy %s is not a directory", name, dir)
 	}
 	if _, err := modproxy.Scan(abs); err != nil {
 		return abs, func() {}, nil // not module sources: a proxy already
@@ -240,6 +261,7 @@ const progressTick = 250 * time.Millisecond
 // starts on a clean line.
 type progress struct {
 	w     io.Writer
+	cmd   string // "inspect", "scan"
 	start time.Time
 	mu    sync.Mutex
 	name  string
@@ -247,8 +269,8 @@ type progress struct {
 	wg    sync.WaitGroup
 }
 
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w, start: time.Now(), name: "starting", done: make(chan struct{})}
+func newProgress(w io.Writer, cmd string) *progress {
+	p := &progress{w: w, cmd: cmd, start: time.Now(), name: "starting", done: make(chan struct{})}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -276,7 +298,7 @@ func (p *progress) phase(name string) {
 func (p *progress) draw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "\r\033[Kstockade inspect: %s  %s", p.name, time.Since(p.start).Round(100*time.Millisecond))
+	fmt.Fprintf(p.w, "\r\033[Kstockade %s: %s  %s", p.cmd, p.name, time.Since(p.start).Round(100*time.Millisecond))
 }
 
 func (p *progress) stop() {

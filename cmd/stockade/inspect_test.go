@@ -79,7 +79,7 @@ func TestInspect_RefusalExitsTwoWithoutEngine(t *testing.T) {
 }
 
 func TestFixtureProxyDir_GeneratesFromSources(t *testing.T) {
-	dir, cleanup, err := fixtureProxyDir(filepath.Join("..", "..", "testdata", "modules"))
+	dir, cleanup, err := fixtureProxyDir("inspect", filepath.Join("..", "..", "testdata", "modules"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestFixtureProxyDir_GeneratesFromSources(t *testing.T) {
 	}
 	// A directory that is not module sources is used as it is.
 	other := t.TempDir()
-	if got, _, err := fixtureProxyDir(other); err != nil || got != other {
+	if got, _, err := fixtureProxyDir("inspect", other); err != nil || got != other {
 		t.Errorf("fixtureProxyDir(%s) = %q, %v; want it unchanged", other, got, err)
 	}
 }

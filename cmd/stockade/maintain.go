@@ -141,7 +141,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		fp := *fixtureProxy
 		if fp != "" {
 			var cleanup func()
-			if fp, cleanup, err = fixtureProxyDir(fp); err != nil {
+			if fp, cleanup, err = fixtureProxyDir("maintain", fp); err != nil {
 				return err
 			}
 			defer cleanup()
