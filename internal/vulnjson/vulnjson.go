@@ -119,6 +119,7 @@ func Parse(out Output) report.VulnScan {
 	}
 	var cfg *config
 	osvs := map[string]*entry{}
+	withdrawn := map[string]bool{}
 	var findings []*finding
 	dec := json.NewDecoder(bytes.NewReader(out.Stdout))
 	for n := 0; ; n++ {
@@ -155,6 +156,9 @@ func Parse(out Output) report.VulnScan {
 				continue
 			}
 			osvs[m.OSV.ID] = m.OSV
+			if m.OSV.Withdrawn != nil {
+				withdrawn[m.OSV.ID] = true
+			}
 		case m.Finding != nil:
 			findings = append(findings, m.Finding)
 		}
@@ -173,7 +177,6 @@ func Parse(out Output) report.VulnScan {
 
 	best := map[string]report.Vuln{}
 	bestKey := map[string]string{}
-	withdrawn := map[string]bool{}
 	for _, f := range findings {
 		e := osvs[f.OSV]
 		if e == nil {
@@ -185,8 +188,7 @@ func Parse(out Output) report.VulnScan {
 			continue
 		}
 		if e.Withdrawn != nil {
-			withdrawn[e.ID] = true
-			continue
+			continue // withdrawn: never a vulnerability
 		}
 		v, key := vulnOf(e, f)
 		if v.Level == "" {
