@@ -388,6 +388,11 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		if err != nil {
 			return nil, err
 		}
+		// Refuse a tampered scanner before any container runs; the scan
+		// verifies the copy it mounts again.
+		if err := scan.VerifyCopy(scan.Dir); err != nil {
+			return nil, err
+		}
 		if scan.Built {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("built the vulnerability scanner (govulncheck %s) for %s in %v", scan.Meta.Version, ic.img.GoVersion, (time.Duration(scan.Meta.BuildMS)*time.Millisecond).Round(time.Second)))
 		}
