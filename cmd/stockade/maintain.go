@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade/internal/maintain"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/vulndb"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -57,6 +58,12 @@ commit message, ready for a pull request.
 -each tries every eligible candidate independently against the one
 baseline and prepares one proposal per candidate that passes.
 
+-vulndb DIR (or $STOCKADE_VULNDB) scans the baseline and each upgraded
+tree with the same verified scanner and database (see 'stockade help
+scan'); each attempt reports the vulnerabilities the upgrade fixes and
+introduces. -prefer-fixes tries first, among the eligible candidates,
+those whose version fixes a vulnerability the baseline calls.
+
 Exit codes:
 	0  proposal prepared (with -each: at least one, none inconclusive)
 	1  Stockade itself failed (engine, filesystem, lock timeout)
@@ -75,7 +82,8 @@ Examples:
 	stockade maintain .
 	stockade maintain -fixture-proxy testdata/modules /tmp/app  # a git checkout of testdata/repos/maintain-patch
 	stockade maintain -module golang.org/x/text@v0.21.0 -branch deps/x-text .
-	stockade maintain -each -json ~/src/example.com/app`,
+	stockade maintain -each -json ~/src/example.com/app
+	stockade maintain -vulndb ~/vulndb -prefer-fixes .`,
 		flags: maintainFlags,
 	})
 }
@@ -97,10 +105,19 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		lockTimeout  = fs.Duration("lock-timeout", maintain.DefaultLockTimeout, "how long to wait for another run holding the data directory")
 		pull         = fs.Bool("pull", false, "pull the pinned toolchain image if the engine does not have it")
 		verbose      = fs.Bool("v", false, "log debug detail to stderr")
+		vulnDB       = fs.String("vulndb", "", "scan the baseline and each candidate against the vulnerability database in `DIR` (or a .zip) and report what each upgrade fixes and introduces; default $"+vulndb.EnvDefault+" when set")
+		preferFixes  = fs.Bool("prefer-fixes", false, "try first the eligible candidates that fix a vulnerability the baseline calls (needs a database)")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if len(args) != 1 {
 			return usagef("maintain", "usage: stockade maintain [flags] DIR")
+		}
+		db := *vulnDB
+		if db == "" {
+			db = os.Getenv(vulndb.EnvDefault)
+		}
+		if *preferFixes && db == "" {
+			return usagef("maintain", "stockade maintain: -prefer-fixes needs a vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
 		}
 		if *fixtureProxy != "" && *proxy != "" {
 			return usagef("maintain", "stockade maintain: -fixture-proxy and -proxy cannot be used together")
@@ -158,12 +175,12 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
 			Dir: dir, FixtureProxy: fp, Proxy: *proxy, Timeout: *timeout, Deadline: *deadline,
 			DataDir: *dataDir, LockTimeout: *lockTimeout, Pull: *pull, Policy: policy,
-			Each: *each, Branch: *branch, Identity: who, Logger: log,
+			Each: *each, Branch: *branch, Identity: who, Logger: log, VulnDB: db, PreferFixes: *preferFixes,
 			OnLockWait: func(holder string) {
 				fmt.Fprintf(env.stderr, "stockade maintain: another run holds the data directory (%s); waiting up to %v\n", holder, *lockTimeout)
 			},
 		})
-		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) {
+		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) || errors.Is(err, vulndb.ErrInvalid) {
 			return usagef("maintain", "stockade maintain: %v", err)
 		}
 		if err != nil {

@@ -193,7 +193,9 @@ func maintainFixture(t *testing.T, name string, o Options) (*Report, string) {
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// 40 minutes: with -vulndb the first run in a data directory also
+	// builds the scanner.
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	start := time.Now()
 	rep, err := Maintain(ctx, eng, o)

@@ -33,8 +33,10 @@ import (
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/scanner"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/vulndb"
 )
 
 // Defaults of Options.
@@ -63,6 +65,7 @@ const (
 	stageBudget      = 10 * time.Minute // go get in the mutate profile
 	tidyBudget       = 10 * time.Minute // both go mod tidy runs
 	proposalBudget   = 2 * time.Minute  // the git plumbing of the proposal
+	scannerBudget    = 25 * time.Minute // building the scanner on first use
 	// minStep is the least time a step needs to start.
 	minStep = time.Second
 	// hostGrace is how much longer the host waits for a container step
@@ -113,6 +116,17 @@ type Options struct {
 	// OnLockWait, when not nil, is called once if another run holds the
 	// data directory.
 	OnLockWait func(holder string)
+	// VulnDB, when set, is a vulnerability database (internal/vulndb): the
+	// baseline and each candidate are scanned with the same database and
+	// the same verified scanner, and each attempt reports the
+	// vulnerabilities the upgrade fixes and introduces.
+	VulnDB string
+	// vulnDBSum is the database's content hash, set by Maintain.
+	vulnDBSum string
+	// PreferFixes tries first, among the eligible candidates, those that
+	// fix a vulnerability the baseline calls (selection order within each
+	// group). It needs VulnDB.
+	PreferFixes bool
 }
 
 // Config returns the settings that decide a run's outcome and proposal,
@@ -142,7 +156,16 @@ func (o Options) config(imageID string) string {
 		fmt.Sprintf("each %v", o.Each),
 		"timeout " + o.timeout().String(),
 		"identity " + who.Name + " <" + who.Email + "> " + date,
-	}, "\n") + "\n"
+	}, "\n") + "\n" + o.scanConfig()
+}
+
+// scanConfig is the config lines of a scan, empty without one (so runs
+// without a database keep their config hash).
+func (o Options) scanConfig() string {
+	if o.VulnDB == "" {
+		return ""
+	}
+	return fmt.Sprintf("vulndb %s\nprefer-fixes %v\n", o.vulnDBSum, o.PreferFixes)
 }
 
 func (o Options) timeout() time.Duration {
@@ -214,6 +237,8 @@ type run struct {
 	seed   cacheseed.Seed
 	base   *Validation
 	config string // Options.config
+	// scanner is the verified scanner when Options.VulnDB is set.
+	scanner scanner.Scanner
 }
 
 // Maintain is `stockade maintain`. It refuses a checkout whose tracked
@@ -229,6 +254,18 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	}
 	if o.Each && o.Branch != "" {
 		return nil, fmt.Errorf("%w: -branch names one proposal; -each may make several", ErrPolicy)
+	}
+	if o.PreferFixes && o.VulnDB == "" {
+		return nil, fmt.Errorf("%w: -prefer-fixes needs a vulnerability database (-vulndb)", ErrPolicy)
+	}
+	var db vulndb.DB
+	if o.VulnDB != "" {
+		var err error
+		if db, err = vulndb.Open(o.VulnDB); err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		o.vulnDBSum = db.SHA256
 	}
 	deadline := o.Deadline
 	if deadline <= 0 {
@@ -312,11 +349,24 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	x.config = o.config(img.ID)
 	rep.ConfigHash = hashOf(x.config)
 
+	if o.VulnDB != "" {
+		st.begin("scanner") // budget: scannerBudget
+		if d, ok = x.clock.step(scannerBudget); !ok {
+			return timedOut()
+		}
+		if x.scanner, err = ensureScanner(ctx, eng, o, img, d); err != nil {
+			return nil, err
+		}
+		if x.scanner.Built {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("built the vulnerability scanner (govulncheck %s) for %s", x.scanner.Meta.Version, img.GoVersion))
+		}
+	}
+
 	st.begin("lock") // budget: LockTimeout + openBudget
 	if d, ok = x.clock.step(o.LockTimeout + openBudget); !ok {
 		return timedOut()
 	}
-	if x.r, err = openRunner(ctx, eng, o, img, d); err != nil {
+	if x.r, err = openRunner(ctx, eng, o, img, x.scanner.Dir, db.Dir, d); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -414,6 +464,13 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return end(BaselineFailing, "the baseline already fails (%d findings): no upgrade can be judged against it", n)
 	}
 
+	if o.VulnDB != "" {
+		st.begin("baseline/scan") // budget: scanBudget
+		if x.base.Vulns, err = x.scan(ctx, x.snap.Dir); err != nil {
+			return nil, err
+		}
+	}
+
 	st.begin("candidates") // budget: candidatesBudget
 	if d, ok = x.clock.step(candidatesBudget); !ok {
 		return timedOut()
@@ -424,6 +481,9 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	}
 	if len(order) == 0 {
 		return end(NoCandidate, "no direct dependency has an eligible newer version (%s)", policyText(o.Policy))
+	}
+	if o.PreferFixes {
+		order = preferFixes(x.base, order)
 	}
 	if !o.Each {
 		order = order[:1]
@@ -438,7 +498,7 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 
 // openRunner opens the run on the locked data directory, waiting for the
 // lock at most LockTimeout within d.
-func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.Image, d time.Duration) (*toolchain.Runner, error) {
+func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.Image, scanTools, scanDB string, d time.Duration) (*toolchain.Runner, error) {
 	dataDir, defaultDir := o.DataDir, o.DataDir == ""
 	if defaultDir {
 		var err error
@@ -452,11 +512,33 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config:         toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
+		Config:         toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB},
 		LockTimeout:    min(o.LockTimeout, d),
 		OnLockWait:     o.OnLockWait,
 		Logger:         o.Logger,
 	})
+}
+
+// ensureScanner returns the verified scanner for img, building it on first
+// use (internal/scanner) within d.
+func ensureScanner(ctx context.Context, eng validate.Engine, o Options, img report.Image, d time.Duration) (scanner.Scanner, error) {
+	dataDir, defaultDir := o.DataDir, o.DataDir == ""
+	if defaultDir {
+		var err error
+		if dataDir, err = validate.DefaultDataDir(); err != nil {
+			return scanner.Scanner{}, err
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	s, err := scanner.Ensure(pctx, eng, scanner.Config{
+		DataDir: dataDir, DefaultDataDir: defaultDir, Image: img.ID, GoVersion: img.GoVersion,
+		Owner: o.Owner, LockTimeout: min(o.LockTimeout, d), Logger: o.Logger,
+	})
+	if err != nil {
+		return s, err
+	}
+	return s, s.VerifyCopy(s.Dir)
 }
 
 // candidates lists the upgrade candidates into rep and returns the
