@@ -119,7 +119,7 @@ func (v Vuln) Upgrade() string {
 	case v.Fixed == "":
 		return ""
 	case v.Module == "stdlib" || v.Module == "toolchain":
-		return "use Go " + "go" + strings.TrimPrefix(v.Fixed, "v") + " or later (a newer toolchain image)"
+		return "upgrade Go to go" + strings.TrimPrefix(v.Fixed, "v") + " or later (a newer toolchain image)"
 	}
 	return "go get " + v.Module + "@" + v.Fixed
 }

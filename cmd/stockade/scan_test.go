@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
+)
+
+func TestScan_Usage(t *testing.T) {
+	t.Setenv("STOCKADE_VULNDB", "")
+	notDB := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // on stderr
+	}{
+		{"no database", []string{"scan", "."}, "no vulnerability database"},
+		{"not a database", []string{"scan", "-vulndb", notDB, "."}, "not a Go vulnerability database"},
+		{"no directory", []string{"scan", "-vulndb", notDB}, "usage: stockade scan"},
+		{"prefer-fixes without a database", []string{"maintain", "-prefer-fixes", "."}, "needs a vulnerability database"},
+		{"vulndb without fetch", []string{"vulndb", "x"}, "want a subcommand: fetch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, &stdout, &stderr); code != exitUnsupported {
+				t.Errorf("stockade %q = exit %d; want %d", tc.args, code, exitUnsupported)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q; want it to mention %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+// TestScan_FixtureExitsThree is `stockade scan` of testdata/repos/vuln
+// against the fixture database from $STOCKADE_VULNDB: exit 3 (called
+// vulnerabilities), the text report lists first what to fix with the
+// upgrade that fixes it, and -json is the same scan.
+func TestScan_FixtureExitsThree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a scan against the engine")
+	}
+	enginetest.Client(t)
+	dataDir := os.Getenv("STOCKADE_TEST_DATADIR")
+	if dataDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Shared with the validate and maintain engine tests: one seed and
+		// one scanner serve all.
+		dataDir = filepath.Join(cache, "stockade-test", "validate")
+	}
+	t.Setenv("STOCKADE_VULNDB", vulndbtest.Write(t, hostGo(t)))
+	// -cgo=false: the image the validate and maintain tests use, whose
+	// seed and scanner they build.
+	args := []string{"scan", "-cgo=false", "-data-dir", dataDir, "-lock-timeout", "15m", "-fixture-proxy", filepath.Join("..", "..", "testdata", "modules"), filepath.Join("..", "..", "testdata", "repos", "vuln")}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), args, &stdout, &stderr); code != exitFindings {
+		t.Fatalf("stockade scan = exit %d; want %d\nstdout: %s\nstderr: %s", code, exitFindings, stdout.String(), stderr.String())
+	}
+	text := stdout.String()
+	t.Logf("stockade scan:\n%s", text)
+	fix, also := strings.Index(text, "fix now"), strings.Index(text, "also found")
+	first := strings.Index(text, vulndbtest.CalledFixed)
+	if fix < 0 || also < fix || first < fix || first > also || !strings.Contains(text, "go get stockade.test/vulnlib@v1.1.0") {
+		t.Errorf("the text report does not list %s with its upgrade before the rest", vulndbtest.CalledFixed)
+	}
+	if strings.Contains(text, vulndbtest.Withdrawn+" called") || strings.Contains(text, vulndbtest.Withdrawn+" imported") {
+		t.Errorf("the withdrawn advisory is reported")
+	}
+	stdout.Reset()
+	if code := run(context.Background(), append([]string{"scan", "-json"}, args[1:]...), &stdout, &stderr); code != exitFindings {
+		t.Fatalf("stockade scan -json = exit %d", code)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != report.Vulnerable || rep.Vulns == nil || len(rep.Vulns.Called()) != 4 || rep.Vulns.DB.SHA256 == "" {
+		t.Errorf("-json: verdict %s, vulns %+v; want vulnerable with 4 called and the database named", rep.Verdict, rep.Vulns)
+	}
+}
+
+// hostGo is the host's Go version, the fixtures' image's: the fixture
+// database's standard-library advisory affects it.
+func hostGo(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
