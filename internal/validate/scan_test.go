@@ -171,3 +171,35 @@ func tamperedCopy(src, dst string) error {
 	}
 	return nil
 }
+
+// TestInspect_VulnDB: inspect -vulndb validates as before and adds the
+// scan; vulnerabilities do not change inspect's verdict.
+func TestInspect_VulnDB(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	img, _, err := SelectImage(context.Background(), eng, "1.24", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+	defer cancel()
+	rep, err := Inspect(ctx, eng, InspectOptions{
+		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: vulndbtest.Write(t, img.GoVersion),
+		Timeout: fixtureTimeout, LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != report.Clean || len(rep.Checks) != 4 {
+		t.Errorf("verdict %s with %d checks; want clean, list build vet test", rep.Verdict, len(rep.Checks))
+	}
+	if rep.Vulns == nil || rep.Vulns.Status != report.ScanComplete || len(rep.Vulns.Called()) != 4 {
+		t.Errorf("vulns = %+v; want a complete scan with 4 called", rep.Vulns)
+	}
+	var phases []string
+	for _, p := range rep.Timings.Phases {
+		phases = append(phases, p.Name)
+	}
+	if !slices.Contains(phases, "scan") || !slices.Contains(phases, "candidates") {
+		t.Errorf("phases %v; want scan and candidates", phases)
+	}
+}
