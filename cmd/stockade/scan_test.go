@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,32 +14,6 @@ import (
 	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
 )
 
-func TestScan_Usage(t *testing.T) {
-	t.Setenv("STOCKADE_VULNDB", "")
-	notDB := t.TempDir()
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string // on stderr
-	}{
-		{"no database", []string{"scan", "."}, "no vulnerability database"},
-		{"not a database", []string{"scan", "-vulndb", notDB, "."}, "not a Go vulnerability database"},
-		{"no directory", []string{"scan", "-vulndb", notDB}, "usage: stockade scan"},
-		{"prefer-fixes without a database", []string{"maintain", "-prefer-fixes", "."}, "needs a vulnerability database"},
-		{"vulndb without fetch", []string{"vulndb", "x"}, "want a subcommand: fetch"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), tc.args, &stdout, &stderr); code != exitUnsupported {
-				t.Errorf("stockade %q = exit %d; want %d", tc.args, code, exitUnsupported)
-			}
-			if !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("stderr %q; want it to mention %q", stderr.String(), tc.want)
-			}
-		})
-	}
-}
-
 // TestScan_FixtureExitsThree is `stockade scan` of testdata/repos/vuln
 // against the fixture database from $STOCKADE_VULNDB: exit 3 (called
 // vulnerabilities), the text report lists first what to fix with the
@@ -50,15 +23,11 @@ func TestScan_FixtureExitsThree(t *testing.T) {
 		t.Skip("runs a scan against the engine")
 	}
 	enginetest.Client(t)
-	dataDir := os.Getenv("STOCKADE_TEST_DATADIR")
-	if dataDir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Shared with the validate and maintain engine tests: one seed and
-		// one scanner serve all.
-		dataDir = filepath.Join(cache, "stockade-test", "validate")
+	// Shared with the validate and maintain engine tests: one seed and one
+	// scanner serve all.
+	dataDir, err := enginetest.SharedDataDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Setenv("STOCKADE_VULNDB", vulndbtest.Write(t, hostGo(t)))
 	// -cgo=false: the image the validate and maintain tests use, whose

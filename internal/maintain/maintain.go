@@ -354,11 +354,15 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		if d, ok = x.clock.step(scannerBudget); !ok {
 			return timedOut()
 		}
-		if x.scanner, err = ensureScanner(ctx, eng, o, img, d); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, d)
+		var note string
+		x.scanner, note, err = validate.EnsureScanner(pctx, eng, o.DataDir, img, o.Owner, min(o.LockTimeout, d), x.log)
+		cancel()
+		if err != nil {
 			return nil, err
 		}
-		if x.scanner.Built {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("built the vulnerability scanner (govulncheck %s) for %s", x.scanner.Meta.Version, img.GoVersion))
+		if note != "" {
+			rep.Notes = append(rep.Notes, note)
 		}
 	}
 
@@ -517,28 +521,6 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 		OnLockWait:     o.OnLockWait,
 		Logger:         o.Logger,
 	})
-}
-
-// ensureScanner returns the verified scanner for img, building it on first
-// use (internal/scanner) within d.
-func ensureScanner(ctx context.Context, eng validate.Engine, o Options, img report.Image, d time.Duration) (scanner.Scanner, error) {
-	dataDir, defaultDir := o.DataDir, o.DataDir == ""
-	if defaultDir {
-		var err error
-		if dataDir, err = validate.DefaultDataDir(); err != nil {
-			return scanner.Scanner{}, err
-		}
-	}
-	pctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	s, err := scanner.Ensure(pctx, eng, scanner.Config{
-		DataDir: dataDir, DefaultDataDir: defaultDir, Image: img.ID, GoVersion: img.GoVersion,
-		Owner: o.Owner, LockTimeout: min(o.LockTimeout, d), Logger: o.Logger,
-	})
-	if err != nil {
-		return s, err
-	}
-	return s, s.VerifyCopy(s.Dir)
 }
 
 // candidates lists the upgrade candidates into rep and returns the

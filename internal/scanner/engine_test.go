@@ -36,16 +36,7 @@ var shared struct {
 // through the real proxy and compiling them on a shared machine.
 const buildBudget = 25 * time.Minute
 
-func testDataDir() (string, error) {
-	if d := os.Getenv("STOCKADE_TEST_DATADIR"); d != "" {
-		return d, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(base, "stockade-test", "validate"), nil
-}
+func testDataDir() (string, error) { return enginetest.SharedDataDir() }
 
 func ensure(t *testing.T) (*dockerapi.Client, report.Image, string, scanner.Scanner) {
 	t.Helper()

@@ -377,10 +377,8 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 			return timedOut()
 		}
 		pctx, cancel = context.WithTimeout(ctx, d)
-		scan, err = scanner.Ensure(pctx, eng, scanner.Config{
-			DataDir: dataDir, DefaultDataDir: defaultDir, Image: ic.img.ID, GoVersion: ic.img.GoVersion,
-			Owner: o.Owner, LockTimeout: o.LockTimeout, Logger: log,
-		})
+		var note string
+		scan, note, err = EnsureScanner(pctx, eng, o.DataDir, ic.img, o.Owner, o.LockTimeout, log)
 		cancel()
 		if cut(pctx, err) {
 			return timedOut()
@@ -388,13 +386,8 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		if err != nil {
 			return nil, err
 		}
-		// Refuse a tampered scanner before any container runs; the scan
-		// verifies the copy it mounts again.
-		if err := scan.VerifyCopy(scan.Dir); err != nil {
-			return nil, err
-		}
-		if scan.Built {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("built the vulnerability scanner (govulncheck %s) for %s in %v", scan.Meta.Version, ic.img.GoVersion, (time.Duration(scan.Meta.BuildMS)*time.Millisecond).Round(time.Second)))
+		if note != "" {
+			rep.Notes = append(rep.Notes, note)
 		}
 	}
 
