@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -35,9 +36,16 @@ func (s *suite) scan(tb *table, rounds int) {
 	}
 	fixture := s.tempDir("scan-fixture-")
 	copyTree(s.t, repoPath(s.t, "testdata/repos/vuln"), fixture)
+	// Stockade's committed tree, as a plain directory both sides read.
+	self := s.tempDir("scan-self-")
+	archive := exec.Command("sh", "-c", "git archive --format=tar HEAD | tar -x -C "+self)
+	archive.Dir = repoPath(s.t, ".")
+	if out, err := archive.CombinedOutput(); err != nil {
+		s.t.Fatalf("git archive: %v\n%s", err, out)
+	}
 	mods := []module{
 		{"testdata/repos/vuln", fixture, s.tcfg.FixtureProxy},
-		{"stockade (this repository)", repoPath(s.t, "."), ""},
+		{"stockade (this repository)", self, ""},
 	}
 	opts := func(m module) validate.InspectOptions {
 		return validate.InspectOptions{Dir: m.dir, FixtureProxy: m.proxy, DataDir: dataDir, VulnDB: db, ScanOnly: true,
@@ -125,7 +133,13 @@ func (s *suite) hostScan(ctx context.Context, dir, proxy, modCache string, sc sc
 	}
 	t0 := time.Now()
 	snap := filepath.Join(home, "snap")
-	copyTree(s.t, dir, snap)
+	cp := exec.Command("cp", "-a", dir+"/.", snap)
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if out, err := cp.CombinedOutput(); err != nil {
+		s.t.Fatalf("copy: %v\n%s", err, out)
+	}
 	x := hostExecer{dir: snap, env: append(env, "GOPROXY=off", "GOCACHE="+s.newCache(), "GOCACHEPROG="+s.hostProg+" "+filepath.Join(s.seed.Dir, "cache"))}
 	out, err := x.Exec(ctx, []string{sc.Binary(), "-db", "file://" + db, "-format", "json", "./..."}, 10*time.Minute)
 	d := time.Since(t0)
