@@ -258,15 +258,12 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if o.PreferFixes && o.VulnDB == "" {
 		return nil, fmt.Errorf("%w: -prefer-fixes needs a vulnerability database (-vulndb)", ErrPolicy)
 	}
-	var db vulndb.DB
-	if o.VulnDB != "" {
-		var err error
-		if db, err = vulndb.Open(o.VulnDB); err != nil {
-			return nil, err
-		}
-		defer db.Close()
-		o.vulnDBSum = db.SHA256
+	db, err := vulndb.OpenIfSet(o.VulnDB)
+	if err != nil {
+		return nil, err
 	}
+	defer db.Close()
+	o.vulnDBSum = db.SHA256
 	deadline := o.Deadline
 	if deadline <= 0 {
 		deadline = DefaultDeadline

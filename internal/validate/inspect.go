@@ -323,14 +323,11 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if o.ScanOnly && o.VulnDB == "" {
 		return nil, ErrScanNeedsDB
 	}
-	var db vulndb.DB
-	if o.VulnDB != "" {
-		var err error
-		if db, err = vulndb.Open(o.VulnDB); err != nil {
-			return nil, err
-		}
-		defer db.Close()
+	db, err := vulndb.OpenIfSet(o.VulnDB)
+	if err != nil {
+		return nil, err
 	}
+	defer db.Close()
 
 	phase("check")
 	m, src, err := checkTree(ctx, o.Dir, o.Worktree)

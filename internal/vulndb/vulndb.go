@@ -116,6 +116,15 @@ func Open(p string) (DB, error) {
 	return db, nil
 }
 
+// OpenIfSet is Open for an optional setting: an empty p is no database
+// (the zero DB, whose Dir is empty and whose Close does nothing).
+func OpenIfSet(p string) (DB, error) {
+	if p == "" {
+		return DB{}, nil
+	}
+	return Open(p)
+}
+
 // Identify returns the modified time and content hash of the database in
 // dir, checking its layout as Open does.
 func Identify(dir string) (modified time.Time, sum string, err error) {
