@@ -12,7 +12,7 @@
 // empty-cache validations, which take minutes each; STOCKADE_BENCH_DATADIR
 // (default <user cache>/stockade-bench) keeps the seed between runs;
 // STOCKADE_BENCH_OUT writes the table to a file as well;
-// STOCKADE_BENCH_ONLY=validations,inspect,maintain,overhead,sessions runs only the
+// STOCKADE_BENCH_ONLY=validations,inspect,maintain,overhead,sessions,scan runs only the
 // sections named.
 package bench
 
@@ -132,6 +132,9 @@ func TestSuite(t *testing.T) {
 	}
 	if want("sessions") {
 		s.sessions(&tb, rounds)
+	}
+	if want("scan") {
+		s.scan(&tb, rounds)
 	}
 
 	out := tb.String()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/vulndb"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -93,72 +95,80 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 		worktree = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
 		timeout  = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
 		deadline = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
+		vulnDB   = fs.String("vulndb", "", "also scan for vulnerabilities against the database in `DIR` (Go vulnerability database layout, or a .zip); default $"+vulndb.EnvDefault+" when set")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
-		if err := rf.check(); err != nil {
-			return err
-		}
-		if *timeout <= 0 || *deadline <= 0 {
-			return rf.usagef("-timeout and -deadline must be positive")
-		}
-		dir, err := rf.dir(args)
-		if err != nil {
-			return err
-		}
-		fp, cleanup, err := rf.fixture()
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		log := rf.logger(env.stderr)
-		lockTimeout := *rf.lockTimeout
-		opts := validate.InspectOptions{
-			Dir:          dir,
-			Worktree:     *worktree,
-			FixtureProxy: fp,
-			Proxy:        *rf.proxy,
-			Timeout:      *timeout,
-			Deadline:     *deadline,
-			DataDir:      *rf.dataDir,
-			LockTimeout:  lockTimeout,
-			Image:        *rf.image,
-			Pull:         *rf.pull,
-			Cgo:          *rf.cgo,
-			AptPackages:  rf.apt(),
-			Logger:       log,
-			// Waiting is the one thing said off a terminal: a run that
-			// seems to hang should say why.
-			OnLockWait: func(holder string) {
-				fmt.Fprintf(env.stderr, "stockade inspect: another run holds the data directory (%s); waiting up to %v\n", holder, lockTimeout)
-			},
-		}
-		stopProgress := func() {}
-		if !*rf.verbose && isTerminal(env.stderr) {
-			p := newProgress(env.stderr)
-			stopProgress = p.stop
-			opts.Progress = p.phase
-			opts.OnLockWait = func(holder string) {
-				p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", lockTimeout, holder))
-			}
-		}
-		rep, err := inspect(ctx, opts)
-		stopProgress() // erase the line before anything else is printed
-		if err != nil {
-			return err
-		}
-		if *rf.asJSON {
-			err = report.WriteJSON(env.stdout, rep)
-		} else {
-			err = report.WriteText(env.stdout, rep)
-		}
-		if err != nil {
-			return fmt.Errorf("writing the report: %w", err)
-		}
-		if rep.ExitCode != exitOK {
-			return &exitError{code: rep.ExitCode}
-		}
-		return nil
+		return rf.runInspect(ctx, env, args, validate.InspectOptions{
+			Worktree: *worktree, Timeout: *timeout, Deadline: *deadline, VulnDB: vulnDBOr(*vulnDB),
+		})
 	}
+}
+
+// vulnDBOr returns flag, or $STOCKADE_VULNDB when flag is empty.
+func vulnDBOr(flag string) string {
+	if flag == "" {
+		return os.Getenv(vulndb.EnvDefault)
+	}
+	return flag
+}
+
+// runInspect checks the shared flags and DIR, completes opts (whose
+// Worktree, Timeout, Deadline and scan fields the command set) with them,
+// runs validate.Inspect and prints its report; the report's exit code is
+// the command's. inspect and scan run through it.
+func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, opts validate.InspectOptions) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	if opts.Timeout <= 0 || opts.Deadline <= 0 {
+		return f.usagef("-timeout and -deadline must be positive")
+	}
+	dir, err := f.dir(args)
+	if err != nil {
+		return err
+	}
+	fp, cleanup, err := f.fixture()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	lockTimeout := *f.lockTimeout
+	opts.Dir, opts.FixtureProxy, opts.Proxy, opts.DataDir, opts.LockTimeout = dir, fp, *f.proxy, *f.dataDir, lockTimeout
+	opts.Image, opts.Pull, opts.Cgo, opts.AptPackages, opts.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
+	// Waiting is the one thing said off a terminal: a run that seems to
+	// hang should say why.
+	opts.OnLockWait = func(holder string) {
+		fmt.Fprintf(env.stderr, "stockade %s: another run holds the data directory (%s); waiting up to %v\n", f.cmd, holder, lockTimeout)
+	}
+	stopProgress := func() {}
+	if !*f.verbose && isTerminal(env.stderr) {
+		p := newProgress(env.stderr, f.cmd)
+		stopProgress = p.stop
+		opts.Progress = p.phase
+		opts.OnLockWait = func(holder string) {
+			p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", lockTimeout, holder))
+		}
+	}
+	rep, err := inspect(ctx, opts)
+	stopProgress() // erase the line before anything else is printed
+	if errors.Is(err, vulndb.ErrInvalid) || errors.Is(err, validate.ErrScanNeedsDB) {
+		return f.usagef("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		err = report.WriteJSON(env.stdout, rep)
+	} else {
+		err = report.WriteText(env.stdout, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	if rep.ExitCode != exitOK {
+		return &exitError{code: rep.ExitCode}
+	}
+	return nil
 }
 
 // inspect runs validate.Inspect, which refuses a layout before it calls the
@@ -222,6 +232,7 @@ const progressTick = 250 * time.Millisecond
 // starts on a clean line.
 type progress struct {
 	w     io.Writer
+	cmd   string // the command, named on the line
 	start time.Time
 	mu    sync.Mutex
 	name  string
@@ -229,8 +240,8 @@ type progress struct {
 	wg    sync.WaitGroup
 }
 
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w, start: time.Now(), name: "starting", done: make(chan struct{})}
+func newProgress(w io.Writer, cmd string) *progress {
+	p := &progress{w: w, cmd: cmd, start: time.Now(), name: "starting", done: make(chan struct{})}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -258,7 +269,7 @@ func (p *progress) phase(name string) {
 func (p *progress) draw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "\r\033[Kstockade inspect: %s  %s", p.name, time.Since(p.start).Round(100*time.Millisecond))
+	fmt.Fprintf(p.w, "\r\033[Kstockade %s: %s  %s", p.cmd, p.name, time.Since(p.start).Round(100*time.Millisecond))
 }
 
 func (p *progress) stop() {

@@ -15,6 +15,7 @@ import (
 )
 
 func TestInspect_Usage(t *testing.T) {
+	t.Setenv("STOCKADE_VULNDB", "")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -28,6 +29,12 @@ func TestInspect_Usage(t *testing.T) {
 		{"zero timeout", []string{"inspect", "-timeout", "0s", "d"}, exitUnsupported, "must be positive"},
 		{"zero deadline", []string{"inspect", "-deadline", "0s", "d"}, exitUnsupported, "must be positive"},
 		{"reap with args", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap"},
+		{"scan without a database", []string{"scan", "."}, exitUnsupported, "no vulnerability database"},
+		{"scan with no database there", []string{"scan", "-vulndb", "/nonexistent/vulndb", "."}, exitUnsupported, "not a Go vulnerability database"},
+		{"inspect with no database there", []string{"inspect", "-vulndb", "/nonexistent/vulndb", "."}, exitUnsupported, "not a Go vulnerability database"},
+		{"scan without a directory", []string{"scan", "-vulndb", "/nonexistent/vulndb"}, exitUnsupported, "usage: stockade scan"},
+		{"prefer-fixes without a database", []string{"maintain", "-prefer-fixes", "."}, exitUnsupported, "needs a vulnerability database"},
+		{"vulndb without fetch", []string{"vulndb", "x"}, exitUnsupported, "want a subcommand: fetch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -45,7 +52,7 @@ func TestInspect_Usage(t *testing.T) {
 }
 
 func TestInspect_HelpHasExamples(t *testing.T) {
-	for _, cmd := range []string{"inspect", "reap"} {
+	for _, cmd := range []string{"inspect", "reap", "scan"} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), []string{cmd, "-h"}, &stdout, &stderr); code != exitOK {
 			t.Errorf("stockade %s -h = exit %d", cmd, code)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/maintain"
+	"github.com/stockade/stockade/internal/vulndb"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -53,6 +54,12 @@ commit message, ready for a pull request.
 -each tries every eligible candidate independently against the one
 baseline and prepares one proposal per candidate that passes.
 
+-vulndb DIR (or $STOCKADE_VULNDB) scans the baseline and each upgraded
+tree with the same verified scanner and database (see 'stockade help
+scan'); each attempt reports the vulnerabilities the upgrade fixes and
+introduces. -prefer-fixes tries first, among the eligible candidates,
+those whose version fixes a vulnerability the baseline calls.
+
 Both trees are validated in the toolchain image inspect would choose for
 DIR (the go directive's or the toolchain line's minor, with the C toolchain
 unless -cgo=false), or the one -image names; -pull applies to -image only.
@@ -75,7 +82,8 @@ Examples:
 	stockade maintain .
 	stockade maintain -fixture-proxy testdata/modules /tmp/app  # a git checkout of testdata/repos/maintain-patch
 	stockade maintain -module golang.org/x/text@v0.21.0 -branch deps/x-text .
-	stockade maintain -each -json ~/src/example.com/app`,
+	stockade maintain -each -json ~/src/example.com/app
+	stockade maintain -vulndb ~/vulndb -prefer-fixes .`,
 		flags: maintainFlags,
 	})
 }
@@ -83,14 +91,16 @@ Examples:
 func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
 	rf := addRunFlags(fs, "maintain")
 	var (
-		allow    = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
-		modFlag  = fs.String("module", "", "try only this direct dependency: `path[@version]`")
-		each     = fs.Bool("each", false, "try every eligible candidate against the one baseline, one proposal per candidate that passes")
-		branch   = fs.String("branch", "", "also point a new branch `NAME` at the proposal (refused if it exists)")
-		author   = fs.String("author", "", "author and committer of the proposal, `\"Name <email>\"`; default \"Stockade <stockade@localhost>\"")
-		date     = fs.String("date", "", "author and committer date of the proposal, RFC 3339; default the validated commit's")
-		timeout  = fs.Duration("timeout", maintain.DefaultTimeout, "bound on each validation (and each arm of reruns), within -deadline")
-		deadline = fs.Duration("deadline", maintain.DefaultDeadline, "bound on the whole command")
+		allow       = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
+		modFlag     = fs.String("module", "", "try only this direct dependency: `path[@version]`")
+		each        = fs.Bool("each", false, "try every eligible candidate against the one baseline, one proposal per candidate that passes")
+		branch      = fs.String("branch", "", "also point a new branch `NAME` at the proposal (refused if it exists)")
+		author      = fs.String("author", "", "author and committer of the proposal, `\"Name <email>\"`; default \"Stockade <stockade@localhost>\"")
+		date        = fs.String("date", "", "author and committer date of the proposal, RFC 3339; default the validated commit's")
+		timeout     = fs.Duration("timeout", maintain.DefaultTimeout, "bound on each validation (and each arm of reruns), within -deadline")
+		deadline    = fs.Duration("deadline", maintain.DefaultDeadline, "bound on the whole command")
+		vulnDB      = fs.String("vulndb", "", "scan the baseline and each candidate against the vulnerability database in `DIR` (or a .zip) and report what each upgrade fixes and introduces; default $"+vulndb.EnvDefault+" when set")
+		preferFixes = fs.Bool("prefer-fixes", false, "try first the eligible candidates that fix a vulnerability the baseline calls (needs a database)")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if err := rf.check(); err != nil {
@@ -98,6 +108,10 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		}
 		if *timeout <= 0 || *deadline <= 0 {
 			return rf.usagef("-timeout and -deadline must be positive")
+		}
+		db := vulnDBOr(*vulnDB)
+		if *preferFixes && db == "" {
+			return rf.usagef("-prefer-fixes needs a vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
 		}
 		var policy maintain.Policy
 		var err error
@@ -141,12 +155,12 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
 			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, Timeout: *timeout, Deadline: *deadline,
 			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
-			Each: *each, Branch: *branch, Identity: who, Logger: log,
+			Each: *each, Branch: *branch, Identity: who, Logger: log, VulnDB: db, PreferFixes: *preferFixes,
 			OnLockWait: func(holder string) {
 				fmt.Fprintf(env.stderr, "stockade maintain: another run holds the data directory (%s); waiting up to %v\n", holder, lockTimeout)
 			},
 		})
-		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) {
+		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) || errors.Is(err, vulndb.ErrInvalid) {
 			return rf.usagef("%v", err)
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ package enginetest
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -81,4 +82,23 @@ func BaseImage(t testing.TB, c *dockerapi.Client) string {
 		t.Fatalf("building the base image: %v", baseErr)
 	}
 	return baseID
+}
+
+// DataDirEnv names the variable that overrides SharedDataDir.
+const DataDirEnv = "STOCKADE_TEST_DATADIR"
+
+// SharedDataDir is the data directory the engine tests of every package
+// share across runs, so one build-cache seed and one scanner per image
+// serve them all (the data directory's lock serializes their runs):
+// $STOCKADE_TEST_DATADIR, or stockade-test/validate under the user's cache
+// directory (under the home directory, which VM-backed engines see).
+func SharedDataDir() (string, error) {
+	if d := os.Getenv(DataDirEnv); d != "" {
+		return d, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, "stockade-test", "validate"), nil
 }

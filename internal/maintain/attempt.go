@@ -29,6 +29,9 @@ const maxDetail = 4 << 10
 // Stockade's own ends the attempt inconclusive with the error as reason.
 func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each), Timings: []report.Phase{}}
+	if fix := fixesCalled(x.base, c); x.o.PreferFixes && len(fix) > 0 {
+		a.Why = "-prefer-fixes: fixes called " + strings.Join(fix, ", ")
+	}
 	st := &steps{log: x.log.With("candidate", c.Path+"@"+c.Version), phases: &a.Timings}
 	target := module.Version{Path: c.Path, Version: c.Version}
 	tree := "" // the validated tree, once the upgraded manifests exist
@@ -139,6 +142,13 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 		return failed(err)
 	}
 	a.Post = &Validation{Checks: res.Checks}
+	if x.o.VulnDB != "" {
+		st.begin("post/scan") // budget: scanBudget
+		if a.Post.Vulns, err = x.scan(ctx, post.Dir); err != nil {
+			return failed(err)
+		}
+		a.VulnsFixed, a.VulnsIntroduced = vulnDelta(x.base.Vulns, a.Post.Vulns)
+	}
 	if inconclusive(res.Checks) {
 		return end(ValidationInconclusive, "the upgraded tree's validation cannot be trusted: %s", reasons(res.Checks))
 	}

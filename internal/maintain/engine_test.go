@@ -40,18 +40,7 @@ func TestMain(m *testing.M) {
 
 // testDataDir is $STOCKADE_TEST_DATADIR, or stockade-test/validate under
 // the user's cache directory.
-func testDataDir() (string, error) {
-	if d := os.Getenv("STOCKADE_TEST_DATADIR"); d != "" {
-		return d, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	// The validate package's engine tests use the same directory: one
-	// build-cache seed serves both, and the lock serializes their runs.
-	return filepath.Join(base, "stockade-test", "validate"), nil
-}
+func testDataDir() (string, error) { return enginetest.SharedDataDir() }
 
 func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 	t.Helper()
@@ -193,7 +182,9 @@ func maintainFixture(t *testing.T, name string, o Options) (*Report, string) {
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// 40 minutes: with -vulndb the first run in a data directory also
+	// builds the scanner.
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	start := time.Now()
 	rep, err := Maintain(ctx, eng, o)

@@ -35,8 +35,10 @@ import (
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/scanner"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/vulndb"
 )
 
 // Defaults of Options.
@@ -65,6 +67,7 @@ const (
 	stageBudget      = 10 * time.Minute // go get in the mutate profile
 	tidyBudget       = 10 * time.Minute // both go mod tidy runs
 	proposalBudget   = 2 * time.Minute  // the git plumbing of the proposal
+	scannerBudget    = 25 * time.Minute // building the scanner on first use
 	// minStep is the least time a step needs to start.
 	minStep = time.Second
 	// hostGrace is how much longer the host waits for a container step
@@ -125,6 +128,17 @@ type Options struct {
 	// OnLockWait, when not nil, is called once if another run holds the
 	// data directory.
 	OnLockWait func(holder string)
+	// VulnDB, when set, is a vulnerability database (internal/vulndb): the
+	// baseline and each candidate are scanned with the same database and
+	// the same verified scanner, and each attempt reports the
+	// vulnerabilities the upgrade fixes and introduces.
+	VulnDB string
+	// vulnDBSum is the database's content hash, set by Maintain.
+	vulnDBSum string
+	// PreferFixes tries first, among the eligible candidates, those that
+	// fix a vulnerability the baseline calls (selection order within each
+	// group). It needs VulnDB.
+	PreferFixes bool
 }
 
 // Config returns the settings that decide a run's outcome and proposal,
@@ -154,7 +168,16 @@ func (o Options) config(imageID string) string {
 		fmt.Sprintf("each %v", o.Each),
 		"timeout " + o.timeout().String(),
 		"identity " + who.Name + " <" + who.Email + "> " + date,
-	}, "\n") + "\n"
+	}, "\n") + "\n" + o.scanConfig()
+}
+
+// scanConfig is the config lines of a scan, empty without one (so runs
+// without a database keep their config hash).
+func (o Options) scanConfig() string {
+	if o.VulnDB == "" {
+		return ""
+	}
+	return fmt.Sprintf("vulndb %s\nprefer-fixes %v\n", o.vulnDBSum, o.PreferFixes)
 }
 
 func (o Options) timeout() time.Duration {
@@ -226,6 +249,8 @@ type run struct {
 	seed   cacheseed.Seed
 	base   *Validation
 	config string // Options.config
+	// scanner is the verified scanner when Options.VulnDB is set.
+	scanner scanner.Scanner
 }
 
 // Maintain is `stockade maintain`. It refuses a checkout whose tracked
@@ -242,6 +267,15 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if o.Each && o.Branch != "" {
 		return nil, fmt.Errorf("%w: -branch names one proposal; -each may make several", ErrPolicy)
 	}
+	if o.PreferFixes && o.VulnDB == "" {
+		return nil, fmt.Errorf("%w: -prefer-fixes needs a vulnerability database (-vulndb)", ErrPolicy)
+	}
+	db, err := vulndb.OpenIfSet(o.VulnDB)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	o.vulnDBSum = db.SHA256
 	deadline := o.Deadline
 	if deadline <= 0 {
 		deadline = DefaultDeadline
@@ -331,11 +365,28 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	x.config = o.config(img.ID)
 	rep.ConfigHash = hashOf(x.config)
 
+	if o.VulnDB != "" {
+		st.begin("scanner") // budget: scannerBudget
+		if d, ok = x.clock.step(scannerBudget); !ok {
+			return timedOut()
+		}
+		pctx, cancel := context.WithTimeout(ctx, d)
+		var note string
+		x.scanner, note, err = validate.EnsureScanner(pctx, eng, o.DataDir, img, o.Owner, min(o.LockTimeout, d), x.log)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			rep.Notes = append(rep.Notes, note)
+		}
+	}
+
 	st.begin("lock") // budget: LockTimeout + openBudget
 	if d, ok = x.clock.step(o.LockTimeout + openBudget); !ok {
 		return timedOut()
 	}
-	if x.r, err = openRunner(ctx, eng, o, img, d); err != nil {
+	if x.r, err = openRunner(ctx, eng, o, img, x.scanner.Dir, db.Dir, d); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -433,6 +484,13 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return end(BaselineFailing, "the baseline already fails (%d findings): no upgrade can be judged against it", n)
 	}
 
+	if o.VulnDB != "" {
+		st.begin("baseline/scan") // budget: scanBudget
+		if x.base.Vulns, err = x.scan(ctx, x.snap.Dir); err != nil {
+			return nil, err
+		}
+	}
+
 	st.begin("candidates") // budget: candidatesBudget
 	if d, ok = x.clock.step(candidatesBudget); !ok {
 		return timedOut()
@@ -443,6 +501,9 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	}
 	if len(order) == 0 {
 		return end(NoCandidate, "no direct dependency has an eligible newer version (%s)", policyText(o.Policy))
+	}
+	if o.PreferFixes {
+		order = preferFixes(x.base, order)
 	}
 	if !o.Each {
 		order = order[:1]
@@ -457,7 +518,7 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 
 // openRunner opens the run on the locked data directory, waiting for the
 // lock at most LockTimeout within d.
-func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.Image, d time.Duration) (*toolchain.Runner, error) {
+func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.Image, scanTools, scanDB string, d time.Duration) (*toolchain.Runner, error) {
 	dataDir, defaultDir := o.DataDir, o.DataDir == ""
 	if defaultDir {
 		var err error
@@ -471,7 +532,7 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config:         toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
+		Config:         toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB},
 		LockTimeout:    min(o.LockTimeout, d),
 		OnLockWait:     o.OnLockWait,
 		Logger:         o.Logger,

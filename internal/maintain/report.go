@@ -123,6 +123,8 @@ type Candidate struct {
 type Validation struct {
 	Checks []report.Check `json:"checks"`
 	Flaky  []Flake        `json:"flaky,omitempty"`
+	// Vulns is the tree's vulnerability scan, with -vulndb.
+	Vulns *report.VulnScan `json:"vulns,omitempty"`
 }
 
 // Flake is a failing test and what its reruns said.
@@ -159,9 +161,14 @@ type Attempt struct {
 	// Introduced are the findings the upgraded tree has and the baseline
 	// has not (with Regressed, those that are not flaky).
 	Introduced []report.Finding `json:"introduced,omitempty"`
-	Proposal   *Proposal        `json:"proposal,omitempty"`
-	Evidence   *Evidence        `json:"evidence,omitempty"`
-	Timings    []report.Phase   `json:"timings"`
+	// VulnsFixed and VulnsIntroduced, with -vulndb, are the
+	// vulnerabilities the baseline has and the upgraded tree has not, and
+	// the reverse; empty unless both scans are complete.
+	VulnsFixed      []report.Vuln  `json:"vulns_fixed,omitempty"`
+	VulnsIntroduced []report.Vuln  `json:"vulns_introduced,omitempty"`
+	Proposal        *Proposal      `json:"proposal,omitempty"`
+	Evidence        *Evidence      `json:"evidence,omitempty"`
+	Timings         []report.Phase `json:"timings"`
 }
 
 // Move is one requirement changed by the upgrade.

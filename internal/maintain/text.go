@@ -38,6 +38,9 @@ func WriteText(w io.Writer, r *Report) error {
 		for _, fl := range r.Baseline.Flaky {
 			fmt.Fprintf(&b, "  flaky: %s %s (%s)\n", fl.Package, fl.Test, strings.Join(fl.Before, " "))
 		}
+		if v := r.Baseline.Vulns; v != nil {
+			fmt.Fprintf(&b, "  vulnerabilities: %s\n", vulnLine(v))
+		}
 	}
 	if len(r.Candidates) > 0 {
 		b.WriteString("\ncandidates:\n")
@@ -80,6 +83,15 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		for _, f := range a.Introduced {
 			fmt.Fprintf(&b, "  introduced %s\n", describeFindings([]report.Finding{f}))
+		}
+		if a.Post != nil && a.Post.Vulns != nil {
+			fmt.Fprintf(&b, "  vulnerabilities after: %s\n", vulnLine(a.Post.Vulns))
+		}
+		if len(a.VulnsFixed) > 0 {
+			fmt.Fprintf(&b, "  fixes %s\n", ids(a.VulnsFixed))
+		}
+		if len(a.VulnsIntroduced) > 0 {
+			fmt.Fprintf(&b, "  introduces vulnerabilities %s\n", ids(a.VulnsIntroduced))
 		}
 		if p := a.Proposal; p != nil {
 			fmt.Fprintf(&b, "  proposal %s at %s\n", p.Commit, p.Ref)

@@ -57,7 +57,7 @@ func (v Verdict) ExitCode() int {
 		return ExitClean
 	case Unsupported:
 		return ExitUnsupported
-	case Failing, Inconclusive:
+	case Failing, Inconclusive, Vulnerable:
 		return ExitFindings
 	case AcquisitionFailed:
 		return ExitAcquisitionFailed
@@ -102,9 +102,12 @@ type Report struct {
 	Candidates []Candidate `json:"candidates"`
 	// CandidatesError says why candidates could not be listed; the
 	// verdict does not depend on it.
-	CandidatesError string   `json:"candidates_error,omitempty"`
-	Notes           []string `json:"notes,omitempty"` // things inspect did on the way, such as building an image
-	Timings         Timings  `json:"timings"`
+	CandidatesError string `json:"candidates_error,omitempty"`
+	// Vulns is the vulnerability scan, with `stockade scan` or
+	// `inspect -vulndb`; absent when no scan was asked for.
+	Vulns   *VulnScan `json:"vulns,omitempty"`
+	Notes   []string  `json:"notes,omitempty"` // things inspect did on the way, such as building an image
+	Timings Timings   `json:"timings"`
 }
 
 // Refusal is why a layout is not supported yet.

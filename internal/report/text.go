@@ -77,6 +77,9 @@ func WriteText(w io.Writer, r *Report) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
+	if r.Vulns != nil {
+		writeVulns(&b, r.Vulns)
+	}
 
 	if len(r.Checks) > 0 {
 		b.WriteString("\nchecks:\n")
@@ -100,7 +103,8 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 
-	if r.Refusal == nil && r.Acquisition == nil {
+	scanOnly := r.Vulns != nil && len(r.Checks) == 0
+	if r.Refusal == nil && r.Acquisition == nil && !scanOnly {
 		b.WriteString("\n")
 		switch {
 		case r.CandidatesError != "":

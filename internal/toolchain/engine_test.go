@@ -472,7 +472,8 @@ func TestRun_RefusesBeforeProbeAndForeignDirs(t *testing.T) {
 }
 
 // TestExecute_ToolsAndVulnDBReadOnly: with a scan configured, execute sees
-// /tools and /vulndb read-only; acquire does not see them at all.
+// /tools and /vulndb read-only; acquire, mutate and tool do not see them at
+// all (tool's /tools is its own fresh directory).
 func TestExecute_ToolsAndVulnDBReadOnly(t *testing.T) {
 	t.Parallel()
 	eng := enginetest.Client(t)
@@ -488,7 +489,15 @@ func TestExecute_ToolsAndVulnDBReadOnly(t *testing.T) {
 	if got := string(res.Stdout); got != want {
 		t.Errorf("execute:\n%s\nwant\n%s", got, want)
 	}
-	for _, j := range []Job{{Profile: Acquire}, {Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin}} {
+	snap, err := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging, err := r.NewStaging(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []Job{{Profile: Acquire}, {Profile: Mutate, Source: snap.Dir, Staging: staging}, {Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin}} {
 		j.Cmd, j.anyCmd = sh("ls /vulndb 2>&1; ls /tools"), true
 		res = mustRun(t, r, j)
 		if strings.Contains(string(res.Stdout), "db.json") || strings.Contains(string(res.Stdout), "govulncheck") {

@@ -13,8 +13,10 @@ import (
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/scanner"
 	"github.com/stockade/stockade/internal/testjson"
 	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/vulndb"
 )
 
 // Defaults of InspectOptions.
@@ -51,6 +53,11 @@ const (
 	acquireBudget = 10 * time.Minute
 	// candidatesBudget covers listing and downloading upgrade candidates.
 	candidatesBudget = 10 * time.Minute
+	// scannerBudget covers building the pinned vulnerability scanner on
+	// first use for an image (internal/scanner), the lock wait included.
+	scannerBudget = 25 * time.Minute
+	// scanBudget covers the vulnerability scan of the snapshot.
+	scanBudget = 10 * time.Minute
 	// hostGrace is how much longer the host waits for a phase that runs
 	// containers than the phase's own in-container timeouts: creating,
 	// starting, collecting output and removing.
@@ -142,7 +149,20 @@ type InspectOptions struct {
 	// OnLockWait, when not nil, is called once if another run holds the
 	// data directory, with what its lock file says.
 	OnLockWait func(holder string)
+	// VulnDB, when set, is a vulnerability database in the Go
+	// vulnerability database layout (a directory, or a .zip of one): the
+	// report's Vulns is a scan of the snapshot with the pinned scanner
+	// (internal/scanner) against it. A path that is not one is an error
+	// matching vulndb.ErrInvalid before any engine call.
+	VulnDB string
+	// ScanOnly is `stockade scan`: the validation and the candidate
+	// listing are skipped, and the verdict is the scan's
+	// (report.FinishScan). It needs VulnDB.
+	ScanOnly bool
 }
+
+// ErrScanNeedsDB reports ScanOnly without a VulnDB.
+var ErrScanNeedsDB = errors.New("validate: a scan needs a vulnerability database (-vulndb or " + vulndb.EnvDefault + ")")
 
 // Refuse checks, without an engine, the layout of the tree of dir that
 // inspect validates (checkTree): it returns a finished report and true
@@ -287,7 +307,11 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	finish := func() (*report.Report, error) {
 		phase("")
-		rep.Finish(time.Since(start))
+		if o.ScanOnly {
+			rep.FinishScan(time.Since(start))
+		} else {
+			rep.Finish(time.Since(start))
+		}
 		return rep, nil
 	}
 	// timedOut ends the report in the current phase: the deadline ran out.
@@ -301,6 +325,15 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	cut := func(pctx context.Context, err error) bool {
 		return err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	}
+
+	if o.ScanOnly && o.VulnDB == "" {
+		return nil, ErrScanNeedsDB
+	}
+	db, err := vulndb.OpenIfSet(o.VulnDB)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
 
 	phase("check")
 	m, src, err := checkTree(ctx, o.Dir, o.Worktree)
@@ -334,13 +367,34 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		rep.Notes = append(rep.Notes, ic.note)
 	}
 
-	phase("lock")
 	dataDir, defaultDir := o.DataDir, o.DataDir == ""
 	if defaultDir {
 		if dataDir, err = DefaultDataDir(); err != nil {
 			return nil, err
 		}
 	}
+	var scan scanner.Scanner
+	if o.VulnDB != "" {
+		phase("scanner")
+		if d, ok = b.phase(scannerBudget); !ok {
+			return timedOut()
+		}
+		pctx, cancel = context.WithTimeout(ctx, d)
+		var note string
+		scan, note, err = EnsureScanner(pctx, eng, o.DataDir, ic.img, o.Owner, o.LockTimeout, log)
+		cancel()
+		if cut(pctx, err) {
+			return timedOut()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			rep.Notes = append(rep.Notes, note)
+		}
+	}
+
+	phase("lock")
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -355,7 +409,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config:         toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy},
+		Config:         toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir},
 		LockTimeout:    max(lockWait, 0),
 		OnLockWait:     o.OnLockWait,
 		Logger:         log,
@@ -412,6 +466,28 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return nil, err
 	}
 
+	// scanStep scans the snapshot (Vulns); with ScanOnly it ends the run.
+	scanStep := func() (*report.Report, error) {
+		phase("scan")
+		max := scanBudget
+		if o.ScanOnly && o.Timeout > 0 {
+			max = o.Timeout // stockade scan's -timeout bounds the scanner
+		}
+		d, ok := b.phase(max)
+		if !ok {
+			return timedOut()
+		}
+		vs, err := scanner.Scan(ctx, r, scan, snap.Dir, seed, d, log)
+		if err != nil {
+			return nil, err
+		}
+		rep.Vulns = &vs
+		if !o.ScanOnly {
+			return rep, nil
+		}
+		return finish()
+	}
+
 	phase("acquire")
 	if d, ok = b.phase(acquireBudget); !ok {
 		return timedOut()
@@ -435,6 +511,10 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	acq := acquireExecer{r: r, src: snap.Dir}
 
+	if o.ScanOnly {
+		return scanStep()
+	}
+
 	phase("validate")
 	vt, ok := b.phase(timeout)
 	if !ok {
@@ -446,6 +526,15 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	rep.Checks = res.Checks
 	steps = res.Phases
+
+	if o.VulnDB != "" {
+		if _, err := scanStep(); err != nil {
+			return nil, err
+		}
+		if rep.TimedOut != "" {
+			return rep, nil
+		}
+	}
 
 	phase("candidates")
 	d, ok = b.phase(candidatesBudget)

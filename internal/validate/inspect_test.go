@@ -58,16 +58,7 @@ func TestMain(m *testing.M) {
 // testDataDir is the data directory the engine tests share across runs:
 // $STOCKADE_TEST_DATADIR, or stockade-test/validate under the user's cache
 // directory (under the home directory, which VM-backed engines see).
-func testDataDir() (string, error) {
-	if d := os.Getenv("STOCKADE_TEST_DATADIR"); d != "" {
-		return d, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(base, "stockade-test", "validate"), nil
-}
+func testDataDir() (string, error) { return enginetest.SharedDataDir() }
 
 // removeTree removes dir, making what the tests made read-only writable
 // first.

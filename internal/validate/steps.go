@@ -13,6 +13,7 @@ import (
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/scanner"
 	"github.com/stockade/stockade/internal/toolchain"
 )
 
@@ -70,6 +71,36 @@ func EnsureSeed(ctx context.Context, eng Engine, r *toolchain.Runner, img report
 		log = slog.New(slog.DiscardHandler)
 	}
 	return ensureSeed(ctx, eng, r, img, owner, rep, log)
+}
+
+// EnsureScanner returns the pinned vulnerability scanner for img in the
+// data directory (empty: DefaultDataDir), building it on first use in a
+// toolchain run of its own (scanner.Ensure), and verifies the stored
+// binary before any container of the caller's run exists. A note for the
+// report says when it was built.
+func EnsureScanner(ctx context.Context, eng Engine, dataDir string, img report.Image, owner string, lockTimeout time.Duration, log *slog.Logger) (s scanner.Scanner, note string, err error) {
+	defaultDir := dataDir == ""
+	if defaultDir {
+		if dataDir, err = DefaultDataDir(); err != nil {
+			return s, "", err
+		}
+	}
+	s, err = scanner.Ensure(ctx, eng, scanner.Config{
+		DataDir: dataDir, DefaultDataDir: defaultDir, Image: img.ID, GoVersion: img.GoVersion,
+		Owner: owner, LockTimeout: lockTimeout, Logger: log,
+	})
+	if err != nil {
+		return s, "", err
+	}
+	// Refuse a tampered scanner before any container runs; the scan
+	// verifies the copy it mounts again.
+	if err := s.VerifyCopy(s.Dir); err != nil {
+		return s, "", err
+	}
+	if s.Built {
+		note = fmt.Sprintf("built the vulnerability scanner (govulncheck %s) for %s in %v", s.Meta.Version, img.GoVersion, (time.Duration(s.Meta.BuildMS) * time.Millisecond).Round(time.Second))
+	}
+	return s, note, nil
 }
 
 // ProbeDirs are the host directories outside the run that seed makes

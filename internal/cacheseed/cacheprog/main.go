@@ -177,7 +177,7 @@ func (c *cache) get(req request, res *response) {
 		return
 	}
 	for _, root := range []string{c.dir, c.seed} {
-		if e, ok := lookup(root, req.ActionID); ok {
+		if e, ok := lookup(root, c.seed, req.ActionID); ok {
 			res.OutputID, res.Size, res.DiskPath = e.out, e.size, e.path
 			t := e.time
 			res.Time = &t
@@ -195,8 +195,8 @@ type entry struct {
 }
 
 // lookup reads root's index entry for id and checks that its body is there
-// with the recorded size. Anything malformed is a miss.
-func lookup(root string, id []byte) (entry, bool) {
+// (or in the seed) with the recorded size. Anything malformed is a miss.
+func lookup(root, seed string, id []byte) (entry, bool) {
 	f, err := os.Open(name(root, id, "a"))
 	if err != nil {
 		return entry{}, false
@@ -211,11 +211,17 @@ func lookup(root string, id []byte) (entry, bool) {
 	if !ok {
 		return entry{}, false
 	}
-	e.path = name(root, e.out, "d")
-	if fi, err := os.Stat(e.path); err != nil || !fi.Mode().IsRegular() || fi.Size() != e.size {
-		return entry{}, false
+	// The body is in root; or, for an entry a put wrote for a body the
+	// seed already had (put points at the seed's copy and writes only the
+	// index entry), in the seed.
+	for _, dir := range []string{root, seed} {
+		p := name(dir, e.out, "d")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Size() == e.size {
+			e.path = p
+			return e, true
+		}
 	}
-	return e, true
+	return entry{}, false
 }
 
 func parseEntry(b, id []byte) (entry, bool) {

@@ -140,6 +140,12 @@ func TestServe(t *testing.T) {
 	if _, err := os.Stat(name(dir, seedOut, "d")); err == nil {
 		t.Error("the seeded body was copied into the fresh cache")
 	}
+	// ... and a get finds it: the go command reads back what it just put
+	// (go list -compiled puts a package's srcfiles list and reads it at
+	// once; a list that happens to equal one in the seed must not miss).
+	if res = c.send("get", id("same body"), nil, nil); res.Miss || res.DiskPath != name(seed, seedOut, "d") || res.Size != 12 {
+		t.Errorf("get after a put of a seeded body = %+v; want the seed's copy", res)
+	}
 	// An empty body.
 	empty := sha256.Sum256(nil)
 	if res = c.send("put", id("empty"), empty[:], nil); res.Err != "" {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"flag"
+
+	"github.com/stockade/stockade/internal/scanner"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/vulndb"
+)
+
+func init() {
+	register(&command{
+		name:    "scan",
+		summary: "scan a Go module for known vulnerabilities without trusting it",
+		usage: `usage: stockade scan [flags] DIR
+
+Scan checks the Go module in DIR against a vulnerability database with
+govulncheck, without trusting the module and without network during the
+scan. It takes the same steps as inspect up to the validation (layout
+check, image, data directory lock, snapshot, mount probe, acquisition),
+then runs the pinned scanner in one execute container: no network, source
+and module cache read-only, the scanner at /tools and the database at
+/vulndb read-only, a fresh build cache.
+
+The scanner is govulncheck from golang.org/x/vuln at the version pinned for
+the image's Go minor, built once per image in the tool profile from a
+module whose go.sum is committed in Stockade, copied by the host into the
+data directory, and verified before every scan (sha256 and build info); a
+mismatch refuses the scan.
+
+The database is -vulndb DIR (a directory in the layout of vuln.go.dev, or a
+.zip of one), or $STOCKADE_VULNDB. Every report names it by its modified
+time and content hash. 'stockade vulndb fetch DIR' downloads the public one.
+
+The report lists first the vulnerabilities your code calls that have a
+fix, with the upgrade that fixes each and one call trace, then the rest:
+called without a fix, imported, required. A scan whose output was cut
+short or cannot be read is inconclusive, never "no vulnerabilities".
+
+Exit codes:
+	0  no called vulnerability (imported or required ones may be listed)
+	1  Stockade itself failed (engine, filesystem, lock timeout, a scanner
+	   that fails verification)
+	2  usage error (no or a malformed database), or a layout that is not
+	   supported
+	3  called vulnerabilities found, or the scan is inconclusive
+	4  acquisition failed: the modules go.mod requires could not be
+	   downloaded
+
+Examples:
+
+	stockade scan -vulndb ~/vulndb .
+	STOCKADE_VULNDB=~/vulndb.zip stockade scan -json ./mymodule
+	stockade scan -vulndb testdata/vulndb -fixture-proxy testdata/modules testdata/repos/vuln`,
+		flags: scanFlags,
+	})
+}
+
+func scanFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
+	rf := addRunFlags(fs, "scan")
+	var (
+		worktree = fs.Bool("worktree", false, "scan the working tree, uncommitted changes included, instead of the committed tree")
+		timeout  = fs.Duration("timeout", scanner.DefaultScanTimeout, "bound on the scanner's run, within -deadline")
+		deadline = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
+		vulnDB   = fs.String("vulndb", "", "the vulnerability database: `DIR` in the Go vulnerability database layout, or a .zip; default $"+vulndb.EnvDefault)
+	)
+	return func(ctx context.Context, env *cmdEnv, args []string) error {
+		db := vulnDBOr(*vulnDB)
+		if db == "" {
+			return rf.usagef("no vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
+		}
+		return rf.runInspect(ctx, env, args, validate.InspectOptions{
+			Worktree: *worktree, Timeout: *timeout, Deadline: *deadline, VulnDB: db, ScanOnly: true,
+		})
+	}
+}

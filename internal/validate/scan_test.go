@@ -1,0 +1,205 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/scanner"
+	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/vulndb"
+	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
+)
+
+// scanTimeout bounds a fixture's whole scan run: the first one in a data
+// directory builds the scanner through the real module proxy (minutes).
+const scanTimeout = 40 * time.Minute
+
+// TestScan_Fixture is `stockade scan` of testdata/repos/vuln against the
+// fixture database: the pinned scanner (built in the tool profile through
+// the real module proxy on first use, verified before the scan) runs in
+// execute, and the report has one finding per vulnerability at the
+// strongest level reached — called with a fix, called without, a
+// module-level advisory reached by a call, the standard library at the
+// image's Go, imported, required — never the withdrawn one, and names the
+// database by its modified time and content hash.
+func TestScan_Fixture(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbDir := vulndbtest.Write(t, img.GoVersion)
+	db, err := vulndb.Open(dbDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+	defer cancel()
+	rep, err := Inspect(ctx, eng, InspectOptions{
+		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, ScanOnly: true,
+		LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != report.Vulnerable || rep.ExitCode != 3 || len(rep.Checks) != 0 {
+		t.Fatalf("verdict %s exit %d checks %d; want vulnerable, 3, no checks (report %+v)", rep.Verdict, rep.ExitCode, len(rep.Checks), rep)
+	}
+	s := rep.Vulns
+	if s == nil || s.Status != report.ScanComplete {
+		t.Fatalf("scan = %+v; want complete", s)
+	}
+	if !s.DB.Modified.Equal(db.Modified) || s.DB.SHA256 != db.SHA256 {
+		t.Errorf("db = %+v; want modified %v sha256 %s", s.DB, db.Modified, db.SHA256)
+	}
+	if s.Scanner.Version != "v1.9.0" || s.Scanner.GoVersion != img.GoVersion || len(s.Scanner.SHA256) != 64 {
+		t.Errorf("scanner = %+v", s.Scanner)
+	}
+	type got struct {
+		level report.Level
+		fixed string
+	}
+	want := map[string]got{
+		vulndbtest.CalledFixed: {report.LevelCalled, "v1.1.0"},
+		vulndbtest.ModuleLevel: {report.LevelCalled, "v1.0.1"},
+		vulndbtest.Stdlib:      {report.LevelCalled, "v" + fixOf(img.GoVersion)},
+		vulndbtest.NoFix:       {report.LevelCalled, ""},
+		vulndbtest.Imported:    {report.LevelImported, "v1.1.0"},
+		vulndbtest.Required:    {report.LevelRequired, "v1.1.0"},
+	}
+	var ids []string
+	for _, v := range s.Vulns {
+		ids = append(ids, v.ID)
+		w, ok := want[v.ID]
+		if !ok {
+			t.Errorf("unexpected %s (%s)", v.ID, v.Level)
+			continue
+		}
+		if v.Level != w.level || v.Fixed != w.fixed {
+			t.Errorf("%s: level %s fixed %q; want %s %q", v.ID, v.Level, v.Fixed, w.level, w.fixed)
+		}
+		if (v.Level == report.LevelCalled) != (len(v.Trace) > 0) {
+			t.Errorf("%s: level %s with %d trace frames", v.ID, v.Level, len(v.Trace))
+		}
+	}
+	// One per vulnerability, actionable first.
+	wantOrder := []string{vulndbtest.CalledFixed, vulndbtest.ModuleLevel, vulndbtest.Stdlib, vulndbtest.NoFix, vulndbtest.Imported, vulndbtest.Required}
+	if !slices.Equal(ids, wantOrder) {
+		t.Errorf("vulns %v; want %v", ids, wantOrder)
+	}
+	if !slices.Equal(s.Withdrawn, []string{vulndbtest.Withdrawn}) {
+		t.Errorf("withdrawn = %v; want [%s] listed apart, not reported", s.Withdrawn, vulndbtest.Withdrawn)
+	}
+	tr := s.Vulns[0].Trace
+	if len(tr) < 2 || tr[0].Package != "stockade.test/repo/vuln" || tr[len(tr)-1].Function != "Bad" {
+		t.Errorf("trace of %s = %+v; want from the fixture's code to a.Bad", s.Vulns[0].ID, tr)
+	}
+}
+
+// TestScan_RefusesTamperedScanner: a stored scanner whose binary changed
+// after it was recorded is refused before any scan runs, with the reason.
+func TestScan_RefusesTamperedScanner(t *testing.T) {
+	eng, proxy, _ := engine(t)
+	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A data directory of its own holding a copy of the shared scanner
+	// with one byte changed.
+	_, _, shared := engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+	defer cancel()
+	s, err := scanner.Ensure(ctx, eng, scanner.Config{DataDir: shared, DefaultDataDir: true, Image: img.ID, GoVersion: img.GoVersion, Owner: enginetest.Owner(t), LockTimeout: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := toolchain.PrepareDataDir(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(own, scanner.ScannersDir, filepath.Base(s.Dir))
+	if err := tamperedCopy(s.Dir, dst); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Inspect(ctx, eng, InspectOptions{
+		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: own, VulnDB: vulndbtest.Write(t, img.GoVersion), ScanOnly: true,
+		Owner: enginetest.Owner(t), Deadline: scanTimeout,
+	})
+	var ve *scanner.VerifyError
+	if !errors.Is(err, scanner.ErrUnverified) || !errors.As(err, &ve) {
+		t.Fatalf("scan with a tampered scanner = %v; want a *VerifyError", err)
+	}
+	t.Logf("refused: %v", err)
+}
+
+// fixOf is the fixture's standard-library fix for goVersion: the next
+// patch release, without "go".
+func fixOf(goVersion string) string {
+	es, _ := vulndbtest.Entries(goVersion)
+	for _, e := range es {
+		if e.ID == vulndbtest.Stdlib {
+			return e.Affected[0].Ranges[0].Events[1].Fixed
+		}
+	}
+	return ""
+}
+
+// tamperedCopy copies the scanner directory src to dst (made with its
+// parents) with one byte of the binary changed and the record kept.
+func tamperedCopy(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{scanner.BinaryName, scanner.MetaFile} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			return err
+		}
+		if name == scanner.BinaryName {
+			b[len(b)/3] ^= 0x40
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o555); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestInspect_VulnDB: inspect -vulndb validates as before and adds the
+// scan; vulnerabilities do not change inspect's verdict.
+func TestInspect_VulnDB(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+	defer cancel()
+	rep, err := Inspect(ctx, eng, InspectOptions{
+		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: vulndbtest.Write(t, img.GoVersion),
+		Timeout: fixtureTimeout, LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != report.Clean || len(rep.Checks) != 4 {
+		t.Errorf("verdict %s with %d checks; want clean, list build vet test", rep.Verdict, len(rep.Checks))
+	}
+	if rep.Vulns == nil || rep.Vulns.Status != report.ScanComplete || len(rep.Vulns.Called()) != 4 {
+		t.Errorf("vulns = %+v; want a complete scan with 4 called", rep.Vulns)
+	}
+	var phases []string
+	for _, p := range rep.Timings.Phases {
+		phases = append(phases, p.Name)
+	}
+	if !slices.Contains(phases, "scan") || !slices.Contains(phases, "candidates") {
+		t.Errorf("phases %v; want scan and candidates", phases)
+	}
+}

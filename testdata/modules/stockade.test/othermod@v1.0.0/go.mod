@@ -1,0 +1,3 @@
+module stockade.test/othermod
+
+go 1.21

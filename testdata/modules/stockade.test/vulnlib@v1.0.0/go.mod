@@ -1,0 +1,3 @@
+module stockade.test/vulnlib
+
+go 1.21
