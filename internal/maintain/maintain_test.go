@@ -77,7 +77,9 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("attempt %s refused by %q for %q; want greet v1.0.1 refused by %q for brk", a.To, a.Rule, a.Module, RuleDirect)
 			}
 		}},
-		{"maintain-hang", Options{Timeout: 20 * time.Second}, ValidationInconclusive, func(t *testing.T, r *Report) {
+		// The baseline must pass within the timeout (a few seconds on a quiet
+		// machine, over 20 under load); the upgraded tree's test hangs.
+		{"maintain-hang", Options{Timeout: 45 * time.Second}, ValidationInconclusive, func(t *testing.T, r *Report) {
 			if a := r.Attempts[0]; a.Proposal != nil || !strings.Contains(a.Reason, "timed out") {
 				t.Errorf("attempt %+v; want no proposal, the timeout named", a)
 			}
