@@ -103,7 +103,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,14 +265,7 @@ type resolved struct {
 // image, workdir, networking (and the network it means) and the storage
 // bound of each writable root.
 func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64) string {
-	hosts := make([]string, len(n.AllowedHosts))
-	for i, h := range n.AllowedHosts {
-		hosts[i] = strings.ToLower(h)
-	}
-	sort.Strings(hosts)
-	s := sha256.Sum256([]byte(image + "\x00" + workdir + "\x00" + string(n.Mode()) + "\x00" + strings.Join(hosts, ",") +
-		"\x00" + network + "\x00" + strconv.FormatInt(rootBytes, 10)))
-	return hex.EncodeToString(s[:12])
+	return sandbox.SpecDigest(image, workdir, n, network, rootBytes)
 }
 
 // storageBound is what h lets a sandbox write, in bytes: its
