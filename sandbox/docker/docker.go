@@ -268,27 +268,9 @@ func specDigest(image, workdir string, n domain.Networking, network string, root
 	return sandbox.SpecDigest(image, workdir, n, network, rootBytes)
 }
 
-// storageBound is what h lets a sandbox write, in bytes: its
-// EphemeralStorageBytes, at most half its memory limit, or when zero the
-// smaller of sandbox.DefaultEphemeralStorageBytes and that half. The
-// writable places live in memory: with them full, the other half is what
-// the sandbox's processes have, so a full disk is ENOSPC and not an
-// out-of-memory kill of every command after it.
-func storageBound(h sandbox.Hardening) (int64, error) {
-	mem := h.MemoryBytes
-	if mem == 0 {
-		mem = container.SessionMemoryBytes
-	}
-	switch max := mem / 2; {
-	case h.EphemeralStorageBytes == 0:
-		return min(sandbox.DefaultEphemeralStorageBytes, max), nil
-	case h.EphemeralStorageBytes > max:
-		return 0, fmt.Errorf("%w: EphemeralStorageBytes %d above half the memory limit (%d): this backend keeps the writable places in memory",
-			sandbox.ErrInvalidHardening, h.EphemeralStorageBytes, mem)
-	default:
-		return h.EphemeralStorageBytes, nil
-	}
-}
+// storageBound is sandbox.StorageBound: this backend keeps the writable
+// places in memory (tmpfs volumes).
+func storageBound(h sandbox.Hardening) (int64, error) { return sandbox.StorageBound(h) }
 
 // volumeOptions are the local driver's options for a writable root's
 // volume holding at most size bytes. The mode is what the sandbox user

@@ -116,74 +116,19 @@ func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
 // (size is at most sandbox.MaxFileBytes) before anything is sent, so a
 // source shorter or longer than size lands nothing and leaves nothing.
 func (b *box) WriteFileStream(ctx context.Context, p string, src io.Reader, size int64) error {
-	if err := sandbox.CheckWriteSize(size); err != nil {
-		return fmt.Errorf("docker: write %s: %w", p, err)
-	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(src, buf); err != nil {
-		return fmt.Errorf("docker: write %s: source shorter than %d bytes: %w", p, size, err)
-	}
-	var one [1]byte
-	if n, err := io.ReadFull(src, one[:]); n > 0 {
-		return fmt.Errorf("docker: write %s: source longer than %d bytes", p, size)
-	} else if err != io.EOF {
-		return fmt.Errorf("docker: write %s: reading the source: %w", p, err)
+	buf, err := sandbox.ReadSource("docker", p, src, size)
+	if err != nil {
+		return err
 	}
 	return b.WriteFile(ctx, p, buf)
 }
 
 // WriteFiles implements sandbox.Sandbox. Files go in runs of consecutive
-// files in the same writable place, one BulkWrite each, run after run: a
-// failure stops every file after it, whatever its place, as the interface
-// promises.
+// files in the same writable place, one BulkWrite each, run after run
+// (sandbox.WriteRuns): a failure stops every file after it, whatever its
+// place, as the interface promises.
 func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
-	// Every path is checked before anything moves; the first file outside
-	// every writable place ends the write there.
-	type run struct {
-		root  string
-		files []sandbox.FileWrite
-	}
-	var runs []run
-	var stop error
-	for _, f := range files {
-		if err := sandbox.CheckPath(f.Path); err != nil {
-			return fmt.Errorf("docker: write: %w", err)
-		}
-		root := b.rootOf(f.Path)
-		if root == "" {
-			stop = fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: f.Path, Reason: "read-only root filesystem (writable: " + strings.Join(b.roots, ", ") + ")"})
-			break
-		}
-		if f.Path == root {
-			stop = fmt.Errorf("docker: write %s: %w", f.Path, sandbox.ErrIsDirectory)
-			break
-		}
-		if n := len(runs); n > 0 && runs[n-1].root == root {
-			runs[n-1].files = append(runs[n-1].files, f)
-			continue
-		}
-		runs = append(runs, run{root: root, files: []sandbox.FileWrite{f}})
-	}
-	for _, r := range runs {
-		bw, err := sandbox.NewBulkWrite(r.root, r.files)
-		if err != nil {
-			return fmt.Errorf("docker: %w", err)
-		}
-		if err := b.bulk(ctx, bw, r.files); err != nil {
-			return err
-		}
-	}
-	return stop
-}
-
-// rootOf returns the writable root holding p, or "".
-func (b *box) rootOf(p string) string {
-	for _, r := range b.roots {
-		if p == r || strings.HasPrefix(p, r+"/") {
-			return r
-		}
-	}
-	return ""
+	return sandbox.WriteRuns(ctx, "docker", b.roots, files, b.bulk)
 }
 
 // bulk runs one BulkWrite: prepare, upload, rename; discard on failure.

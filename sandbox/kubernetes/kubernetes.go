@@ -508,6 +508,10 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	}
 }
 
+// startRefused is start.sh's exit code when the pod is not what the spec
+// asks (an interface besides lo, another pids limit).
+const startRefused = 3
+
 // errPodFailed reports a pod that will not run as asked.
 var errPodFailed = errors.New("the pod cannot run")
 
@@ -574,15 +578,16 @@ func running(pod *corev1.Pod) (bool, error) {
 			n++
 			continue
 		}
-		if t := cs.LastTerminationState.Terminated; t != nil && cs.Name == sandboxContainer {
-			return false, fmt.Errorf("%w: container %s exited %d: %s", errPodFailed, cs.Name, t.ExitCode, strings.TrimSpace(t.Message))
-		}
-		if t := cs.State.Terminated; t != nil {
-			return false, fmt.Errorf("%w: container %s exited %d: %s", errPodFailed, cs.Name, t.ExitCode, strings.TrimSpace(t.Message))
+		// start.sh's refusal (exit 3) is final; any other end (the
+		// backstop's kill) is a restart on its way.
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && cs.Name == sandboxContainer && t.ExitCode == startRefused {
+				return false, fmt.Errorf("%w: container %s refused to start: %s", errPodFailed, cs.Name, strings.TrimSpace(t.Message))
+			}
 		}
 		if w := cs.State.Waiting; w != nil {
 			switch w.Reason {
-			case "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff":
+			case "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
 				return false, fmt.Errorf("%w: container %s: %s: %s", errPodFailed, cs.Name, w.Reason, w.Message)
 			}
 		}
