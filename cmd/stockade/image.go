@@ -235,7 +235,9 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	fmt.Fprintf(tw, "ca bundle\t%s\n", ca)
 	fmt.Fprintf(tw, "platform\t%s\n", r.Platform)
 	fmt.Fprintf(tw, "inputs\t%s\n", r.Inputs)
-	fmt.Fprintf(tw, "size\t%s\n", imageBytes(r.Size))
+	if o.out == "" {
+		fmt.Fprintf(tw, "size\t%s\n", imageBytes(r.Size))
+	}
 	switch {
 	case o.out != "":
 		fmt.Fprintf(tw, "written\t%s, in %.1fs\n", o.out, dur.Seconds())
