@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 )
 
@@ -80,4 +81,54 @@ func rootOf(roots []string, p string) string {
 		}
 	}
 	return ""
+}
+
+// BulkOps are a backend's three moves of a bulk write, for BulkWrite.Run.
+type BulkOps struct {
+	// Script runs one of the …Shell scripts with args as the sandbox user
+	// and returns its exit code and output; an error is the backend's.
+	Script func(ctx context.Context, script string, args ...string) (code int, stdout, stderr string, err error)
+	// Put delivers the tar write produces, extracted in dir, with every
+	// member owned by the sandbox user; its error is already the
+	// backend's final word (wrapped, typed).
+	Put func(ctx context.Context, dir string, write func(io.Writer) error) error
+	// Discard removes what the write delivered and did not land, on its
+	// own budget.
+	Discard func(ctx context.Context, bw *BulkWrite)
+}
+
+// Run carries out the write of files (the files b was planned with), the
+// sequence of the BulkWrite documentation: prepare, upload, rename, and
+// discard after any failure from the upload on. backend prefixes errors.
+func (b *BulkWrite) Run(ctx context.Context, backend string, files []FileWrite, ops BulkOps) error {
+	targets := make([]string, len(files))
+	for i, f := range files {
+		targets[i] = f.Path
+	}
+	code, _, stderr, err := ops.Script(ctx, BulkPrepareShell, targets...)
+	if err != nil {
+		return err
+	}
+	fault := b.Fault(backend, code, stderr)
+	if len(b.Delivered()) == 0 {
+		return fault
+	}
+	if err := ops.Put(ctx, path.Dir(b.Manifest), b.Archive); err != nil {
+		ops.Discard(ctx, b)
+		return err
+	}
+	code, stdout, stderr, err := ops.Script(ctx, BulkRenameShell, b.Manifest, b.DirList)
+	if err != nil {
+		ops.Discard(ctx, b)
+		return err
+	}
+	if code != 0 {
+		ferr := b.Fault(backend, code, stderr)
+		ops.Discard(ctx, b)
+		if b.LostItsList(stdout) {
+			return fmt.Errorf("%w (the upload arrived incomplete)", ferr)
+		}
+		return ferr
+	}
+	return fault
 }

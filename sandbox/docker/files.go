@@ -131,45 +131,29 @@ func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
 	return sandbox.WriteRuns(ctx, "docker", b.roots, files, b.bulk)
 }
 
-// bulk runs one BulkWrite: prepare, upload, rename; discard on failure.
+// bulk runs one BulkWrite (sandbox.BulkWrite.Run): prepare, upload,
+// rename; discard on failure.
 func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.FileWrite) error {
-	targets := make([]string, len(files))
-	for i, f := range files {
-		targets[i] = f.Path
-	}
-	res, err := b.script(ctx, b.user(), sandbox.BulkPrepareShell, targets...)
-	if err != nil {
-		return err
-	}
-	fault := bw.Fault("docker", res.code, res.stderr)
-	if len(bw.Delivered()) == 0 {
-		return fault
-	}
-	err = b.put(ctx, bwRoot(bw), bw.Archive)
-	if err != nil {
-		b.discard(ctx, bw)
-		if errors.Is(err, dockerapi.ErrForbidden) {
-			return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: targets[0], Reason: "the engine refused the upload: " + err.Error()})
-		}
-		if errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound) {
-			return b.execErr(err)
-		}
-		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
-	}
-	res, err = b.script(ctx, b.user(), sandbox.BulkRenameShell, bw.Manifest, bw.DirList)
-	if err != nil {
-		b.discard(ctx, bw)
-		return err
-	}
-	if res.code != 0 {
-		ferr := bw.Fault("docker", res.code, res.stderr)
-		b.discard(ctx, bw)
-		if bw.LostItsList(res.stdout) {
-			return fmt.Errorf("%w (the upload arrived incomplete)", ferr)
-		}
-		return ferr
-	}
-	return fault
+	return bw.Run(ctx, "docker", files, sandbox.BulkOps{
+		Script: func(ctx context.Context, script string, args ...string) (int, string, string, error) {
+			res, err := b.script(ctx, b.user(), script, args...)
+			return res.code, res.stdout, res.stderr, err
+		},
+		Put: func(ctx context.Context, dir string, write func(io.Writer) error) error {
+			err := b.put(ctx, dir, write)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, dockerapi.ErrForbidden):
+				return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: files[0].Path, Reason: "the engine refused the upload: " + err.Error()})
+			case errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound):
+				return b.execErr(err)
+			default:
+				return fmt.Errorf("docker: upload to %s: %w", b.name, err)
+			}
+		},
+		Discard: b.discard,
+	})
 }
 
 // bwRoot is the directory a BulkWrite's archive is extracted in: the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,38 +85,17 @@ func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
 	return sandbox.WriteRuns(ctx, "kubernetes", b.roots, files, b.bulk)
 }
 
-// bulk runs one BulkWrite: prepare, upload, rename; discard on failure.
+// bulk runs one BulkWrite (sandbox.BulkWrite.Run): prepare, upload,
+// rename; discard on failure.
 func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.FileWrite) error {
-	targets := make([]string, len(files))
-	for i, f := range files {
-		targets[i] = f.Path
-	}
-	res, err := b.script(ctx, 0, sandbox.BulkPrepareShell, targets...)
-	if err != nil {
-		return err
-	}
-	fault := bw.Fault("kubernetes", res.code, res.stderr)
-	if len(bw.Delivered()) == 0 {
-		return fault
-	}
-	if err := b.put(ctx, path.Dir(bw.Manifest), bw.Archive); err != nil {
-		b.discard(ctx, bw)
-		return err
-	}
-	res, err = b.script(ctx, 0, sandbox.BulkRenameShell, bw.Manifest, bw.DirList)
-	if err != nil {
-		b.discard(ctx, bw)
-		return err
-	}
-	if res.code != 0 {
-		ferr := bw.Fault("kubernetes", res.code, res.stderr)
-		b.discard(ctx, bw)
-		if bw.LostItsList(res.stdout) {
-			return fmt.Errorf("%w (the upload arrived incomplete)", ferr)
-		}
-		return ferr
-	}
-	return fault
+	return bw.Run(ctx, "kubernetes", files, sandbox.BulkOps{
+		Script: func(ctx context.Context, script string, args ...string) (int, string, string, error) {
+			res, err := b.script(ctx, 0, script, args...)
+			return res.code, res.stdout, res.stderr, err
+		},
+		Put:     b.put,
+		Discard: b.discard,
+	})
 }
 
 // put extracts the tar write produces in dir with tar(1) in the sandbox,
