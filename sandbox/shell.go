@@ -25,6 +25,12 @@ const (
 	// ExitBulkMode: a staged file could not be given its target's mode;
 	// nothing was landed.
 	ExitBulkMode = 96
+	// ExitFileNotExist: the file (or export root) does not exist.
+	ExitFileNotExist = 97
+	// ExitNotRegularFile: the file is a device, socket or FIFO.
+	ExitNotRegularFile = 98
+	// ExitFileTooLarge: the file is larger than the bound asked.
+	ExitFileTooLarge = 99
 )
 
 // ShellStateRoot is the directory inside a sandbox reserved for the state of
@@ -78,6 +84,10 @@ var (
 	bulkRenameBody string
 	//go:embed scripts/bulkdiscard.sh
 	bulkDiscardBody string
+	//go:embed scripts/readfile.sh
+	readFileBody string
+	//go:embed scripts/export.sh
+	exportBody string
 )
 
 // PathFaultShell diagnoses one target: run as
@@ -140,3 +150,25 @@ var BulkRenameShell = shellLib + PreserveModeShell + bulkRenameBody
 // whatever is inside) and prints "left PATH" for each that is still there,
 // which BulkWrite.LeftBehind reads. It always exits 0.
 var BulkDiscardShell = bulkDiscardBody
+
+// ReadFileShell reads one file for a backend whose engine has no file API
+// (sandbox/kubernetes): run as
+//
+//	sh -c "$ReadFileShell" stockade PATH MAXBYTES
+//
+// it exits ExitPathIsDirectory, ExitFileNotExist or ExitNotRegularFile, or
+// prints the file's size in bytes on a line and then, unless the size is
+// above MAXBYTES (exit ExitFileTooLarge), the file's bytes. Symlinks are
+// followed inside the sandbox. The caller checks that exactly that many
+// bytes came: a file that changed size while read is an error.
+var ReadFileShell = readFileBody
+
+// ExportShell writes the tar Provider.Export promises for a backend whose
+// engine has no archive API: run as
+//
+//	sh -c "$ExportShell" stockade ROOT
+//
+// it writes an uncompressed tar of ROOT to stdout with every member under
+// ROOT's base name and symlinks (ROOT included) archived as links, or
+// exits ExitFileNotExist, having written nothing, when ROOT is missing.
+var ExportShell = exportBody

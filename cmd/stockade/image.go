@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -88,6 +90,7 @@ type imageOpts struct {
 	noBusybox, base      bool
 	noCABundle           bool
 	json, verbose        bool
+	out                  string // -o: write the archive here instead of loading
 }
 
 func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
@@ -102,6 +105,7 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 	fs.BoolVar(&o.noCABundle, "no-ca-bundle", false, "leave the CA certificates out: TLS from the image fails to verify")
 	fs.BoolVar(&o.base, "base", false, "build the base image only: busybox, /etc, /tmp, no Go")
 	fs.StringVar(&o.tag, "tag", "", "tag the image `NAME:TAG` (default: stockade/go:<version>-local)")
+	fs.StringVar(&o.out, "o", "", "write the image as a docker-archive to `FILE` instead of loading it into the engine (for `ctr images import`)")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
 	fs.BoolVar(&o.verbose, "v", false, "log progress to standard error")
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
@@ -176,14 +180,10 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	if o.noCABundle && o.caBundle != "" {
 		return usagef("image", "stockade image build: -ca-bundle and -no-ca-bundle exclude each other")
 	}
-	c, err := dockerapi.New("")
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 	defer cancel()
 	var cacheDir string
+	var err error
 	if o.goRelease != "" || o.cgo {
 		if cacheDir, err = validate.ToolchainCache(o.dataDir); err != nil {
 			return err
@@ -194,7 +194,12 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 		opts.Logger = slog.New(slog.NewTextHandler(env.stderr, nil))
 	}
 	start := time.Now()
-	r, err := image.Build(ctx, c, opts)
+	var r image.Result
+	if o.out != "" {
+		r, err = imageWriteArchive(ctx, opts, o.out)
+	} else {
+		r, err = imageBuildLoad(ctx, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -230,14 +235,47 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	fmt.Fprintf(tw, "ca bundle\t%s\n", ca)
 	fmt.Fprintf(tw, "platform\t%s\n", r.Platform)
 	fmt.Fprintf(tw, "inputs\t%s\n", r.Inputs)
-	fmt.Fprintf(tw, "size\t%s\n", imageBytes(r.Size))
-	if r.Loaded {
+	if o.out == "" {
+		fmt.Fprintf(tw, "size\t%s\n", imageBytes(r.Size))
+	}
+	switch {
+	case o.out != "":
+		fmt.Fprintf(tw, "written\t%s, in %.1fs\n", o.out, dur.Seconds())
+	case r.Loaded:
 		fmt.Fprintf(tw, "loaded\tyes, in %.1fs\n", dur.Seconds())
-	} else {
+	default:
 		fmt.Fprintf(tw, "loaded\tno, the engine had it (%.1fs)\n", dur.Seconds())
 	}
 	tw.Flush()
 	return nil
+}
+
+// imageBuildLoad builds the image into the engine DOCKER_HOST names.
+func imageBuildLoad(ctx context.Context, opts image.Options) (image.Result, error) {
+	c, err := dockerapi.New("")
+	if err != nil {
+		return image.Result{}, err
+	}
+	defer c.Close()
+	return image.Build(ctx, c, opts)
+}
+
+// imageWriteArchive writes the image to the file name, atomically: a
+// failed build leaves no partial archive behind.
+func imageWriteArchive(ctx context.Context, opts image.Options, name string) (image.Result, error) {
+	f, err := os.CreateTemp(filepath.Dir(name), ".stockade-image-*")
+	if err != nil {
+		return image.Result{}, err
+	}
+	defer os.Remove(f.Name())
+	r, err := image.WriteArchive(ctx, opts, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	return r, err
 }
 
 // listOutput is the -json form of one listed image.

@@ -107,6 +107,11 @@ type ExecSpec struct {
 	// It runs on a context detached from the caller's, bounded by
 	// BackstopBudget, and must be safe to call from several Execs at once.
 	Backstop func(ctx context.Context) error
+	// KillerID is the container the KillTree killer runs in; empty means
+	// the command's own. A backend whose containers share a PID namespace
+	// (a Kubernetes pod) runs it in a sibling with a pids limit of its own,
+	// so a command holding every pid of its container cannot stop it.
+	KillerID string
 	Logger   *slog.Logger // nil discards
 }
 
@@ -324,7 +329,11 @@ func (x *execution) killTree(ctx context.Context) bool {
 
 // runKiller runs kill.sh for the marker as the command's user.
 func (x *execution) runKiller(ctx context.Context) (int, error) {
-	id, err := x.eng.ExecCreate(ctx, x.id, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", killScript, "stockade-kill", x.marker}, User: x.user, WorkingDir: "/", AttachStdout: true, AttachStderr: true})
+	target := x.id
+	if x.s.KillerID != "" {
+		target = x.s.KillerID
+	}
+	id, err := x.eng.ExecCreate(ctx, target, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", killScript, "stockade-kill", x.marker}, User: x.user, WorkingDir: "/", AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return -1, err
 	}

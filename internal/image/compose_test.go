@@ -942,3 +942,18 @@ func TestProgramImage(t *testing.T) {
 		t.Error("a missing program was accepted")
 	}
 }
+
+// TestWriteArchive checks that WriteArchive writes the archive Build would
+// load, byte for byte, and reports its ID.
+func TestWriteArchive(t *testing.T) {
+	bb := hostBusybox(t)
+	p, want := archive(t, Options{NoGo: true, Busybox: bb})
+	var buf bytes.Buffer
+	res, err := WriteArchive(context.Background(), Options{NoGo: true, Busybox: bb}, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ID != p.id || !bytes.Equal(buf.Bytes(), want) || res.Loaded {
+		t.Errorf("WriteArchive = %s (%d bytes, loaded %v); want %s (%d bytes), not loaded", res.ID, buf.Len(), res.Loaded, p.id, len(want))
+	}
+}

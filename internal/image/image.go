@@ -545,3 +545,20 @@ func cleanTags(tags []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// WriteArchive composes the image opts describe and writes it to w as a
+// docker-archive (what `docker save` writes and `docker load`, Podman and
+// `ctr images import` read) instead of loading it into an engine: the way
+// to hand the same image to an engine Stockade has no client for (the
+// Kubernetes node's containerd). The Result has no Size and Loaded is
+// false. Opts.Logger is not used.
+func WriteArchive(ctx context.Context, opts Options, w io.Writer) (Result, error) {
+	p, err := prepare(ctx, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := p.writeArchive(ctx, w); err != nil {
+		return Result{}, err
+	}
+	return p.result(), nil
+}

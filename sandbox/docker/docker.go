@@ -108,7 +108,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -325,37 +324,12 @@ type resolved struct {
 // image, workdir, networking (and the network it means) and the storage
 // bound of each writable root.
 func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64) string {
-	hosts := make([]string, len(n.AllowedHosts))
-	for i, h := range n.AllowedHosts {
-		hosts[i] = strings.ToLower(h)
-	}
-	sort.Strings(hosts)
-	s := sha256.Sum256([]byte(image + "\x00" + workdir + "\x00" + string(n.Mode()) + "\x00" + strings.Join(hosts, ",") +
-		"\x00" + network + "\x00" + strconv.FormatInt(rootBytes, 10)))
-	return hex.EncodeToString(s[:12])
+	return sandbox.SpecDigest(image, workdir, n, network, rootBytes)
 }
 
-// storageBound is what h lets a sandbox write, in bytes: its
-// EphemeralStorageBytes, at most half its memory limit, or when zero the
-// smaller of sandbox.DefaultEphemeralStorageBytes and that half. The
-// writable places live in memory: with them full, the other half is what
-// the sandbox's processes have, so a full disk is ENOSPC and not an
-// out-of-memory kill of every command after it.
-func storageBound(h sandbox.Hardening) (int64, error) {
-	mem := h.MemoryBytes
-	if mem == 0 {
-		mem = container.SessionMemoryBytes
-	}
-	switch max := mem / 2; {
-	case h.EphemeralStorageBytes == 0:
-		return min(sandbox.DefaultEphemeralStorageBytes, max), nil
-	case h.EphemeralStorageBytes > max:
-		return 0, fmt.Errorf("%w: EphemeralStorageBytes %d above half the memory limit (%d): this backend keeps the writable places in memory",
-			sandbox.ErrInvalidHardening, h.EphemeralStorageBytes, mem)
-	default:
-		return h.EphemeralStorageBytes, nil
-	}
-}
+// storageBound is sandbox.StorageBound: this backend keeps the writable
+// places in memory (tmpfs volumes).
+func storageBound(h sandbox.Hardening) (int64, error) { return sandbox.StorageBound(h) }
 
 // volumeOptions are the local driver's options for a writable root's
 // volume holding at most size bytes. The mode is what the sandbox user

@@ -116,115 +116,44 @@ func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
 // (size is at most sandbox.MaxFileBytes) before anything is sent, so a
 // source shorter or longer than size lands nothing and leaves nothing.
 func (b *box) WriteFileStream(ctx context.Context, p string, src io.Reader, size int64) error {
-	if err := sandbox.CheckWriteSize(size); err != nil {
-		return fmt.Errorf("docker: write %s: %w", p, err)
-	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(src, buf); err != nil {
-		return fmt.Errorf("docker: write %s: source shorter than %d bytes: %w", p, size, err)
-	}
-	var one [1]byte
-	if n, err := io.ReadFull(src, one[:]); n > 0 {
-		return fmt.Errorf("docker: write %s: source longer than %d bytes", p, size)
-	} else if err != io.EOF {
-		return fmt.Errorf("docker: write %s: reading the source: %w", p, err)
+	buf, err := sandbox.ReadSource("docker", p, src, size)
+	if err != nil {
+		return err
 	}
 	return b.WriteFile(ctx, p, buf)
 }
 
 // WriteFiles implements sandbox.Sandbox. Files go in runs of consecutive
-// files in the same writable place, one BulkWrite each, run after run: a
-// failure stops every file after it, whatever its place, as the interface
-// promises.
+// files in the same writable place, one BulkWrite each, run after run
+// (sandbox.WriteRuns): a failure stops every file after it, whatever its
+// place, as the interface promises.
 func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
-	// Every path is checked before anything moves; the first file outside
-	// every writable place ends the write there.
-	type run struct {
-		root  string
-		files []sandbox.FileWrite
-	}
-	var runs []run
-	var stop error
-	for _, f := range files {
-		if err := sandbox.CheckPath(f.Path); err != nil {
-			return fmt.Errorf("docker: write: %w", err)
-		}
-		root := b.rootOf(f.Path)
-		if root == "" {
-			stop = fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: f.Path, Reason: "read-only root filesystem (writable: " + strings.Join(b.roots, ", ") + ")"})
-			break
-		}
-		if f.Path == root {
-			stop = fmt.Errorf("docker: write %s: %w", f.Path, sandbox.ErrIsDirectory)
-			break
-		}
-		if n := len(runs); n > 0 && runs[n-1].root == root {
-			runs[n-1].files = append(runs[n-1].files, f)
-			continue
-		}
-		runs = append(runs, run{root: root, files: []sandbox.FileWrite{f}})
-	}
-	for _, r := range runs {
-		bw, err := sandbox.NewBulkWrite(r.root, r.files)
-		if err != nil {
-			return fmt.Errorf("docker: %w", err)
-		}
-		if err := b.bulk(ctx, bw, r.files); err != nil {
-			return err
-		}
-	}
-	return stop
+	return sandbox.WriteRuns(ctx, "docker", b.roots, files, b.bulk)
 }
 
-// rootOf returns the writable root holding p, or "".
-func (b *box) rootOf(p string) string {
-	for _, r := range b.roots {
-		if p == r || strings.HasPrefix(p, r+"/") {
-			return r
-		}
-	}
-	return ""
-}
-
-// bulk runs one BulkWrite: prepare, upload, rename; discard on failure.
+// bulk runs one BulkWrite (sandbox.BulkWrite.Run): prepare, upload,
+// rename; discard on failure.
 func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.FileWrite) error {
-	targets := make([]string, len(files))
-	for i, f := range files {
-		targets[i] = f.Path
-	}
-	res, err := b.script(ctx, b.user(), sandbox.BulkPrepareShell, targets...)
-	if err != nil {
-		return err
-	}
-	fault := bw.Fault("docker", res.code, res.stderr)
-	if len(bw.Delivered()) == 0 {
-		return fault
-	}
-	err = b.put(ctx, bwRoot(bw), bw.Archive)
-	if err != nil {
-		b.discard(ctx, bw)
-		if errors.Is(err, dockerapi.ErrForbidden) {
-			return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: targets[0], Reason: "the engine refused the upload: " + err.Error()})
-		}
-		if errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound) {
-			return b.execErr(err)
-		}
-		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
-	}
-	res, err = b.script(ctx, b.user(), sandbox.BulkRenameShell, bw.Manifest, bw.DirList)
-	if err != nil {
-		b.discard(ctx, bw)
-		return err
-	}
-	if res.code != 0 {
-		ferr := bw.Fault("docker", res.code, res.stderr)
-		b.discard(ctx, bw)
-		if bw.LostItsList(res.stdout) {
-			return fmt.Errorf("%w (the upload arrived incomplete)", ferr)
-		}
-		return ferr
-	}
-	return fault
+	return bw.Run(ctx, "docker", files, sandbox.BulkOps{
+		Script: func(ctx context.Context, script string, args ...string) (int, string, string, error) {
+			res, err := b.script(ctx, b.user(), script, args...)
+			return res.code, res.stdout, res.stderr, err
+		},
+		Put: func(ctx context.Context, dir string, write func(io.Writer) error) error {
+			err := b.put(ctx, dir, write)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, dockerapi.ErrForbidden):
+				return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: files[0].Path, Reason: "the engine refused the upload: " + err.Error()})
+			case errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound):
+				return b.execErr(err)
+			default:
+				return fmt.Errorf("docker: upload to %s: %w", b.name, err)
+			}
+		},
+		Discard: b.discard,
+	})
 }
 
 // bwRoot is the directory a BulkWrite's archive is extracted in: the

@@ -1,0 +1,757 @@
+// Package kubernetes is the sandbox backend for a Kubernetes cluster: each
+// session's sandbox is one pod, driven through the API server with
+// k8s.io/client-go (pods, pods/exec), implementing the same sandbox.Provider
+// contract as sandbox/docker and passing the same sandbox/sandboxtest suite.
+//
+// # Naming and ownership
+//
+// The pod of session S for owner O is named "stockade-s-" + 24 hex digits
+// of sha256(O, S): deterministic, so Provision is idempotent and concurrent
+// Provisions converge on one pod through the API server's create conflict
+// (the loser adopts the winner after checking it). It carries the labels of
+// internal/label (Managed, Owner, Kind=session, Session: the session ID, or
+// "h-" and a hash of it when the ID does not fit a label value) and the
+// annotations label.Session (the ID) and label.Spec, a digest of the image,
+// workdir, networking, storage bound and the rest of what the pod was made
+// from: an existing pod with another digest is sandbox.ErrSpecMismatch. A
+// pod with the name but without our labels is never adopted, exec'd into or
+// deleted. Owned lists the owner's pods by label selector.
+//
+// # The pod
+//
+// Two containers of the same image, both as the sandbox user, share the
+// pod's PID namespace, whose PID 1 is the node's pause process (it reaps
+// orphans, as docker-init does under Docker):
+//
+//   - "sandbox" runs every command. Its main process (scripts/start.sh)
+//     refuses to run unless the pod has no network interface but loopback
+//     and its pids cgroup limit is the one asked, then sleeps: a node that
+//     does not give what the spec says fails the Provision instead of
+//     running a weaker sandbox.
+//   - "keeper" only sleeps. The exec engine's killer runs in it: it sees the
+//     sandbox's processes (shared PID namespace, same uid) but has its own
+//     pids cgroup, so a fork bomb holding every pid of the sandbox cannot
+//     stop the killer from starting.
+//
+// Hardening maps to the pod: runAsNonRoot with RunAsUser as uid and gid,
+// readOnlyRootFilesystem, allowPrivilegeEscalation false, every capability
+// dropped (a Hardening that keeps some is refused: Pod Security "restricted"
+// allows none but NET_BIND_SERVICE), seccomp RuntimeDefault, no service
+// account token, no service links, CPU and memory limits. Requests are
+// small (RequestCPUMillis, RequestMemoryBytes): sessions are idle most of
+// the time, and requests equal to the limits would let a node hold only
+// (memory / 1 GiB) of them. The pod passes Pod Security "restricted".
+//
+// Each of sandbox.WritablePaths is an emptyDir of medium Memory whose
+// sizeLimit is its share of the storage bound (as sandbox/docker computes
+// it: sandbox.StorageBound), which the kubelet mounts as a tmpfs of that
+// size: a write past it is ENOSPC, the pages count against the memory
+// limit, and the pod's ephemeral-storage limit is the whole bound.
+//
+// Kubernetes has no per-pod pids limit in its API (the kubelet's
+// podPidsLimit is one value for the node). The pod carries the annotation
+// pids.stockade.dev/<container> with each container's limit; a node whose
+// runtime handler applies it (scripts/kube-up's "stockade" RuntimeClass,
+// with cmd/stockade-kubenode as containerd's runc) enforces it per
+// container, and start.sh refuses to run where it is not enforced.
+//
+// # Network
+//
+// NetNone is the only mode this backend gives: a pod with no interface but
+// loopback. The API has no such pod (hostNetwork false always gets a CNI
+// interface, and NetworkPolicy, which the node's bridge CNI does not
+// enforce anyway, filters rather than removes), so the node provides it:
+// scripts/kube-up chains the stockade-isolate CNI plugin after bridge, and
+// it deletes the pod's interface for every pod of the sandbox namespace.
+// start.sh checks it; the contract suite's Networking/None case proves it.
+// NetUnrestricted and NetLimited are refused with
+// sandbox.ErrNetworkingUnsupported.
+//
+// # Commands
+//
+// Exec goes through pods/exec (WebSocket, falling back to SPDY where the
+// server cannot upgrade) and through the one exec engine,
+// internal/container.Exec, with the KillTree policy: the same wrapper
+// (exit codes, the out-of-memory line), the same killer script (run in the
+// keeper), the same output caps. The backstop, when the killer cannot end a
+// command, kills every process of the session's uid from the keeper: both
+// containers restart (the kubelet restarts them; the emptyDirs, and so the
+// files, stay). Commands run with the container's environment minus the
+// variables the kubelet adds for the API server's service
+// (KUBERNETES_SERVICE_*, KUBERNETES_PORT*), so nothing of the cluster leaks
+// in; the image must have env(1) with -u (BusyBox's has).
+//
+// # Files
+//
+// Reads run sandbox.ReadFileShell; writes use sandbox.BulkWrite with the
+// archive extracted by tar(1) in the sandbox, as the sandbox user, from the
+// exec's stdin; Export streams tar(1)'s output (sandbox.ExportShell).
+package kubernetes
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
+)
+
+//go:embed scripts/start.sh
+var startScript string
+
+// DefaultNamespace is the namespace of a Config that names none.
+const DefaultNamespace = "stockade"
+
+// Container names in a session pod.
+const (
+	sandboxContainer = "sandbox"
+	keeperContainer  = "keeper"
+)
+
+// PidsAnnotationPrefix starts the pod annotation that carries a container's
+// pids limit (PidsAnnotationPrefix + container name, a decimal count): the
+// node's runtime applies it (see the package documentation).
+const PidsAnnotationPrefix = "pids.stockade.dev/"
+
+// Requests of a session pod: what the scheduler reserves for an idle
+// session. The limits are the Hardening's.
+const (
+	// RequestCPUMillis is the sandbox container's CPU request, in
+	// thousandths of a CPU.
+	RequestCPUMillis = 10
+	// RequestMemoryBytes is the sandbox container's memory request: about
+	// what an idle session uses (two sleeping BusyBox processes and the
+	// pod's share of the kubelet's bookkeeping).
+	RequestMemoryBytes = 16 << 20
+)
+
+// MaxCPUMillis is the highest CPU limit a pod gets, in thousandths of a
+// CPU: 1024 CPUs, more than any node has.
+const MaxCPUMillis = 1 << 20
+
+// The keeper's limits: it runs sleep and, now and then, the killer.
+const (
+	keeperCPUMillis   = 100
+	keeperMemoryBytes = 32 << 20
+	keeperPidsLimit   = 32
+)
+
+// Budgets.
+const (
+	// removeBudget bounds a Reap or Destroy, waiting out the deletion; it
+	// runs on a context detached from the caller's.
+	removeBudget = 2 * time.Minute
+	// terminationGrace is the pods' grace period, in seconds: their
+	// processes only sleep, and SIGTERM ends them at once.
+	terminationGrace = 1
+)
+
+// Config configures a Provider.
+type Config struct {
+	// Kubeconfig is the path of a kubeconfig file; empty means the
+	// in-cluster configuration, else $KUBECONFIG or ~/.kube/config.
+	Kubeconfig string
+	// Namespace holds the session pods; empty means DefaultNamespace. It
+	// must exist, and the node's CNI must isolate it (see the package
+	// documentation).
+	Namespace string
+	// Owner scopes Owned and Reap, as in sandbox/docker; empty means
+	// "default". It becomes a label value: at most 63 bytes of
+	// [A-Za-z0-9_.-], starting and ending with a letter or digit.
+	Owner string
+	// Logger receives what the provider does; nil discards.
+	Logger *slog.Logger
+	// RuntimeClassName is the pods' RuntimeClass; empty means the cluster's
+	// default runtime. Its handler must apply the pids annotations.
+	RuntimeClassName string
+	// NodeSelector and Tolerations place the pods (nil: anywhere).
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
+	// GateTokenRevoker revokes a session's gate token on Reap when the
+	// session was not provisioned by this process; nil means none.
+	GateTokenRevoker sandbox.GateTokenRevoker
+}
+
+// Provider is the Kubernetes implementation of sandbox.Provider.
+type Provider struct {
+	cs      k8s.Interface
+	rest    *rest.Config
+	ns      string
+	owner   string
+	log     *slog.Logger
+	cfg     Config
+	revoker sandbox.GateTokenRevoker
+
+	mu       sync.Mutex
+	revokers map[domain.ID]sandbox.GateTokenRevoker
+	calls    int64 // API requests and exec streams, for RoundTrips
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// New returns a provider for the cluster cfg names. It does not contact
+// the cluster.
+func New(cfg Config) (*Provider, error) {
+	owner := cfg.Owner
+	if owner == "" {
+		owner = "default"
+	}
+	if !labelValue(owner) {
+		return nil, fmt.Errorf("kubernetes: owner %q: want at most 63 bytes of letters, digits, '_', '.', '-', starting and ending with a letter or digit", owner)
+	}
+	ns := cfg.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	// Sessions make many small requests; the client's default rate limit
+	// (5 per second) would be the bottleneck of every benchmark.
+	rc.QPS, rc.Burst = 200, 400
+	cs, err := k8s.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cs: cs, rest: rc, ns: ns, owner: owner, log: log, cfg: cfg, revoker: cfg.GateTokenRevoker,
+		revokers: map[domain.ID]sandbox.GateTokenRevoker{}}, nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		if rc, err := rest.InClusterConfig(); err == nil {
+			return rc, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}
+
+// Owner returns the owner label value the provider uses.
+func (p *Provider) Owner() string { return p.owner }
+
+// Namespace returns the namespace of the provider's pods.
+func (p *Provider) Namespace() string { return p.ns }
+
+// RoundTrips returns how many API requests and exec streams the provider
+// has made.
+func (p *Provider) RoundTrips() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
+}
+
+func (p *Provider) count() {
+	p.mu.Lock()
+	p.calls++
+	p.mu.Unlock()
+}
+
+// labelValue reports whether s is a valid label value (and non-empty).
+func labelValue(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return alnum(s[0]) && alnum(s[len(s)-1])
+}
+
+// PodName is the deterministic name of session id's pod for owner.
+func PodName(owner string, id domain.ID) string {
+	h := sha256.Sum256([]byte(owner + "\x00" + string(id)))
+	return container.NamePrefix + "s-" + hex.EncodeToString(h[:12])
+}
+
+// sessionLabel is the Session label value of id: the ID itself when it is
+// a valid label value, else "h-" and a hash of it.
+func sessionLabel(id domain.ID) string {
+	if labelValue(string(id)) {
+		return string(id)
+	}
+	h := sha256.Sum256([]byte(id))
+	return "h-" + hex.EncodeToString(h[:16])
+}
+
+// labels are what session id's pod carries.
+func (p *Provider) labels(id domain.ID) map[string]string {
+	l := label.Base(p.owner, label.KindSession)
+	l[label.Session] = sessionLabel(id)
+	return l
+}
+
+// ours reports whether pod is session id's, of this owner.
+func (p *Provider) ours(pod *corev1.Pod, id domain.ID) bool {
+	return label.Has(pod.Labels, p.labels(id)) && pod.Annotations[label.Session] == string(id)
+}
+
+// resolved is a Spec validated, with the pod it asks for.
+type resolved struct {
+	spec    sandbox.Spec
+	workdir string
+	uid     int64
+	digest  string
+	pod     *corev1.Pod
+}
+
+// resolve validates spec and builds the pod; nothing has touched the
+// cluster yet.
+func (p *Provider) resolve(spec sandbox.Spec) (*resolved, error) {
+	c, err := sandbox.Resolve(spec)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	if mode := spec.Networking.Mode(); mode != domain.NetNone {
+		return nil, fmt.Errorf("kubernetes: networking %q: this backend gives pods loopback only: %w", mode, sandbox.ErrNetworkingUnsupported)
+	}
+	if !slices.Contains(c.CapDrop, "ALL") {
+		return nil, fmt.Errorf("kubernetes: %w: CapDrop %q keeps capabilities; Pod Security \"restricted\" pods drop ALL", sandbox.ErrInvalidHardening, c.CapDrop)
+	}
+	// The kernel refuses a CFS quota above about 2^44 µs; a limit above
+	// any node's CPUs means no limit, so it is clamped (as sandbox/docker
+	// clamps to the engine's CPUs).
+	c.CPUMillis = min(c.CPUMillis, MaxCPUMillis)
+	r := &resolved{spec: spec, workdir: c.Workdir, uid: c.UID}
+	r.pod = p.pod(spec, c)
+	r.digest = sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, "", c.StorageBytes/int64(len(c.Roots)))
+	r.pod.Annotations[label.Spec] = r.digest
+	return r, nil
+}
+
+// pod builds session spec's pod from its resolved confinement c.
+func (p *Provider) pod(spec sandbox.Spec, c sandbox.Resolved) *corev1.Pod {
+	id := spec.SessionID
+	yes, no := true, false
+	uid := c.UID
+	grace := int64(terminationGrace)
+	perRoot := c.StorageBytes / int64(len(c.Roots))
+	sec := &corev1.SecurityContext{
+		RunAsUser: &uid, RunAsGroup: &uid, RunAsNonRoot: &yes,
+		ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no, Privileged: &no,
+		Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	env := make([]corev1.EnvVar, 0, len(c.Env))
+	for _, k := range sortedKeys(c.Env) {
+		env = append(env, corev1.EnvVar{Name: k, Value: c.Env[k]})
+	}
+	var vols []corev1.Volume
+	var mounts []corev1.VolumeMount
+	for i, root := range c.Roots {
+		name := "w" + strconv.Itoa(i)
+		size := resource.NewQuantity(perRoot, resource.BinarySI)
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: size}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: root})
+	}
+	q := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
+	m := func(n int64) resource.Quantity { return *resource.NewMilliQuantity(n, resource.DecimalSI) }
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: PodName(p.owner, id), Namespace: p.ns, Labels: p.labels(id),
+			Annotations: map[string]string{
+				label.Session:                           string(id),
+				PidsAnnotationPrefix + sandboxContainer: strconv.FormatInt(c.PidsLimit, 10),
+				PidsAnnotationPrefix + keeperContainer:  strconv.Itoa(keeperPidsLimit),
+			},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			ShareProcessNamespace:         &yes,
+			RuntimeClassName:              nonEmpty(p.cfg.RuntimeClassName),
+			NodeSelector:                  p.cfg.NodeSelector,
+			Tolerations:                   p.cfg.Tolerations,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsUser: &uid, RunAsGroup: &uid, RunAsNonRoot: &yes,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Volumes: vols,
+			Containers: []corev1.Container{{
+				Name: sandboxContainer, Image: spec.Image, ImagePullPolicy: corev1.PullNever,
+				Command:    []string{"/bin/sh", "-c", startScript, "stockade-start", strconv.FormatInt(c.PidsLimit, 10)},
+				WorkingDir: c.Workdir, Env: env, VolumeMounts: mounts, SecurityContext: sec,
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{corev1.ResourceCPU: m(c.CPUMillis), corev1.ResourceMemory: q(c.MemoryBytes), corev1.ResourceEphemeralStorage: q(c.StorageBytes)},
+					Requests: corev1.ResourceList{corev1.ResourceCPU: m(min(RequestCPUMillis, c.CPUMillis)), corev1.ResourceMemory: q(min(RequestMemoryBytes, c.MemoryBytes)),
+						corev1.ResourceEphemeralStorage: q(0)},
+				},
+			}, {
+				Name: keeperContainer, Image: spec.Image, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/bin/sh", "-c", "exec sleep 2147483647"}, WorkingDir: "/",
+				SecurityContext: sec, TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				Resources: corev1.ResourceRequirements{
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: m(keeperCPUMillis), corev1.ResourceMemory: q(keeperMemoryBytes), corev1.ResourceEphemeralStorage: q(1 << 20)},
+					Requests: corev1.ResourceList{corev1.ResourceCPU: m(1), corev1.ResourceMemory: q(4 << 20), corev1.ResourceEphemeralStorage: q(0)},
+				},
+			}},
+		},
+	}
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func sortedKeys(m map[string]string) []string {
+	k := make([]string, 0, len(m))
+	for n := range m {
+		k = append(k, n)
+	}
+	sort.Strings(k)
+	return k
+}
+
+// Provision implements sandbox.Provider.
+func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	start := time.Now()
+	r, err := p.resolve(spec)
+	if errors.Is(err, sandbox.ErrNetworkingUnsupported) {
+		// An existing sandbox of the session is a mismatch first.
+		if pod, ferr := p.find(ctx, spec.SessionID); ferr == nil {
+			return nil, fmt.Errorf("kubernetes: session %s: %w: pod %s has networking %q: %w", spec.SessionID, sandbox.ErrSpecMismatch, pod.Name, domain.NetNone, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if spec.GateTokenRevoker != nil {
+		p.mu.Lock()
+		p.revokers[spec.SessionID] = spec.GateTokenRevoker
+		p.mu.Unlock()
+	}
+	name := r.pod.Name
+	pods := p.cs.CoreV1().Pods(p.ns)
+	for attempt := 0; ; attempt++ {
+		p.count()
+		got, err := pods.Create(ctx, r.pod, metav1.CreateOptions{})
+		created := err == nil
+		if apierrors.IsAlreadyExists(err) {
+			p.count()
+			got, err = pods.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && attempt < 20 {
+				continue // deleted in between: create again
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes: provision %s: %w", spec.SessionID, err)
+		}
+		if !created {
+			if !p.ours(got, spec.SessionID) {
+				return nil, fmt.Errorf("kubernetes: a pod named %s exists without this owner's session labels; refusing to adopt it", name)
+			}
+			if got.DeletionTimestamp != nil {
+				// Being reaped: wait it out, then create anew.
+				if err := p.waitGone(ctx, name, got.UID); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if d := got.Annotations[label.Spec]; d != r.digest {
+				return nil, fmt.Errorf("kubernetes: session %s: %w: pod %s was made from spec %s (image %q, workdir %q), asked %s (image %q, workdir %q)",
+					spec.SessionID, sandbox.ErrSpecMismatch, name, d, got.Spec.Containers[0].Image, got.Spec.Containers[0].WorkingDir, r.digest, spec.Image, r.workdir)
+			}
+		}
+		got, err = p.waitRunning(ctx, got)
+		if err != nil {
+			if created {
+				// Only what this call made, by UID: never a concurrent
+				// call's pod.
+				p.deletePod(ctx, name, got.UID)
+			}
+			return nil, fmt.Errorf("kubernetes: provision %s: %w", spec.SessionID, err)
+		}
+		p.log.Debug("provisioned", "pod", name, "session", string(spec.SessionID), "created", created, "dur", time.Since(start))
+		return p.box(got, spec.SessionID), nil
+	}
+}
+
+// startRefused is start.sh's exit code when the pod is not what the spec
+// asks (an interface besides lo, another pids limit).
+const startRefused = 3
+
+// errPodFailed reports a pod that will not run as asked.
+var errPodFailed = errors.New("the pod cannot run")
+
+// waitRunning watches pod until both containers run (and the sandbox's
+// start checks passed), or until it cannot run.
+func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	if ok, err := running(pod); ok || err != nil {
+		return pod, err
+	}
+	p.count()
+	w, err := p.cs.CoreV1().Pods(p.ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String(), ResourceVersion: pod.ResourceVersion,
+	})
+	if err != nil {
+		return pod, err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return pod, fmt.Errorf("waiting for pod %s to run: %w", pod.Name, ctx.Err())
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				// The watch ended (server timeout): look again.
+				p.count()
+				got, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+				if err != nil {
+					return pod, err
+				}
+				return p.waitRunning(ctx, got)
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return pod, fmt.Errorf("%w: pod %s was deleted while starting", errPodFailed, pod.Name)
+			case watch.Error:
+				return pod, fmt.Errorf("watching pod %s: %v", pod.Name, apierrors.FromObject(ev.Object))
+			}
+			got, ok := ev.Object.(*corev1.Pod)
+			if !ok || got.UID != pod.UID {
+				continue
+			}
+			pod = got
+			if ok, err := running(pod); ok || err != nil {
+				return pod, err
+			}
+		}
+	}
+}
+
+// running reports whether both containers of pod run, and an error when
+// the pod cannot get there: an image that is not present (nothing is ever
+// pulled), a start check that failed, a pod that ended.
+func running(pod *corev1.Pod) (bool, error) {
+	if pod.DeletionTimestamp != nil {
+		return false, fmt.Errorf("%w: pod %s is being deleted", errPodFailed, pod.Name)
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return false, fmt.Errorf("%w: pod %s is %s: %s", errPodFailed, pod.Name, pod.Status.Phase, pod.Status.Message)
+	}
+	n := 0
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil && cs.Started != nil && *cs.Started {
+			n++
+			continue
+		}
+		// start.sh's refusal (exit 3) is final; any other end (the
+		// backstop's kill) is a restart on its way.
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && cs.Name == sandboxContainer && t.ExitCode == startRefused {
+				return false, fmt.Errorf("%w: container %s refused to start: %s", errPodFailed, cs.Name, strings.TrimSpace(t.Message))
+			}
+		}
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+				return false, fmt.Errorf("%w: container %s: %s: %s", errPodFailed, cs.Name, w.Reason, w.Message)
+			}
+		}
+	}
+	return n == 2, nil
+}
+
+// Attach implements sandbox.Provider.
+func (p *Provider) Attach(ctx context.Context, sessionID domain.ID) (sandbox.Sandbox, error) {
+	if err := sessionID.Validate(); err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	pod, err := p.find(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if ok, _ := running(pod); !ok {
+		return nil, fmt.Errorf("kubernetes: session %s: pod %s is %s: %w", sessionID, pod.Name, pod.Status.Phase, sandbox.ErrNotFound)
+	}
+	return p.box(pod, sessionID), nil
+}
+
+// find returns session id's pod, or ErrNotFound.
+func (p *Provider) find(ctx context.Context, id domain.ID) (*corev1.Pod, error) {
+	name := PodName(p.owner, id)
+	p.count()
+	pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("kubernetes: session %s: %w", id, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: get pod %s: %w", name, err)
+	}
+	if !p.ours(pod, id) || pod.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("kubernetes: session %s: pod %s is not this owner's or is going: %w", id, name, sandbox.ErrNotFound)
+	}
+	return pod, nil
+}
+
+// Owned implements sandbox.Provider.
+func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
+	p.count()
+	list, err := p.cs.CoreV1().Pods(p.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(label.Base(p.owner, label.KindSession)).String()})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list pods: %w", err)
+	}
+	seen := map[domain.ID]bool{}
+	var out []domain.ID
+	for i := range list.Items {
+		pod := &list.Items[i]
+		id := domain.ID(pod.Annotations[label.Session])
+		if id.Validate() == nil && !seen[id] && p.ours(pod, id) && pod.Name == PodName(p.owner, id) {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Reap implements sandbox.Provider.
+func (p *Provider) Reap(ctx context.Context, sessionID domain.ID) error {
+	if err := sessionID.Validate(); err != nil {
+		return fmt.Errorf("kubernetes: %w", err)
+	}
+	return p.remove(ctx, sessionID)
+}
+
+// remove revokes the session's gate token (when a revoker is known), then
+// deletes its pod and waits until the API server no longer has it: the
+// kubelet removes the object once the containers are gone.
+func (p *Provider) remove(ctx context.Context, id domain.ID) error {
+	p.mu.Lock()
+	rv := p.revokers[id]
+	p.mu.Unlock()
+	if rv == nil {
+		rv = p.revoker
+	}
+	if rv != nil {
+		if err := rv.Revoke(ctx, id); err != nil {
+			return fmt.Errorf("kubernetes: revoke gate token of %s (nothing removed): %w", id, err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
+	defer cancel()
+	name := PodName(p.owner, id)
+	p.count()
+	pod, err := p.cs.CoreV1().Pods(p.ns).Get(rctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("kubernetes: get pod %s: %w", name, err)
+	case !p.ours(pod, id):
+		return fmt.Errorf("kubernetes: pod %s is not this owner's session %s; not removing it", name, id)
+	default:
+		if err := p.deletePod(rctx, name, pod.UID); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	delete(p.revokers, id)
+	p.mu.Unlock()
+	return nil
+}
+
+// deletePod deletes the pod name with UID uid (and nothing else of the
+// name) and waits until it is gone.
+func (p *Provider) deletePod(ctx context.Context, name string, uid types.UID) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
+	defer cancel()
+	grace := int64(terminationGrace)
+	p.count()
+	err := p.cs.CoreV1().Pods(p.ns).Delete(dctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("kubernetes: delete pod %s: %w", name, err)
+	}
+	return p.waitGone(dctx, name, uid)
+}
+
+// waitGone waits until the pod name with UID uid no longer exists.
+func (p *Provider) waitGone(ctx context.Context, name string, uid types.UID) error {
+	for {
+		p.count()
+		pod, err := p.cs.CoreV1().Pods(p.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && pod.UID != uid {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("kubernetes: waiting for pod %s to go: %w", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		p.count()
+		w, err := p.cs.CoreV1().Pods(p.ns).Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: pod.ResourceVersion,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("kubernetes: waiting for pod %s to go: %w", name, ctx.Err())
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		gone := false
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				gone = true
+				break
+			}
+		}
+		w.Stop()
+		if gone {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("kubernetes: waiting for pod %s to go: %w", name, ctx.Err())
+		}
+	}
+}
+
+// metavGet is the options of every Get.
+var metavGet = metav1.GetOptions{}
+
+// discardBudget bounds removing what a failed write left.
+const discardBudget = 30 * time.Second

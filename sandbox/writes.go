@@ -1,0 +1,134 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+)
+
+// ReadSource reads exactly size bytes from src for WriteFileStream: it
+// checks size with CheckWriteSize before reading anything and refuses a
+// source shorter or longer than size, so such a write lands nothing.
+// backend prefixes the errors ("docker", "kubernetes").
+func ReadSource(backend, p string, src io.Reader, size int64) ([]byte, error) {
+	if err := CheckWriteSize(size); err != nil {
+		return nil, fmt.Errorf("%s: write %s: %w", backend, p, err)
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(src, buf); err != nil {
+		return nil, fmt.Errorf("%s: write %s: source shorter than %d bytes: %w", backend, p, size, err)
+	}
+	var one [1]byte
+	if n, err := io.ReadFull(src, one[:]); n > 0 {
+		return nil, fmt.Errorf("%s: write %s: source longer than %d bytes", backend, p, size)
+	} else if err != io.EOF {
+		return nil, fmt.Errorf("%s: write %s: reading the source: %w", backend, p, err)
+	}
+	return buf, nil
+}
+
+// WriteRuns implements Sandbox.WriteFiles for a backend: it checks every
+// path, groups files into runs of consecutive files in the same one of
+// roots (the sandbox's WritablePaths), and calls bulk with each run's
+// BulkWrite, run after run. The first file outside every root, or naming
+// a root itself, stops the write there (after the runs before it); so
+// does the first failed run, as Sandbox.WriteFiles promises.
+func WriteRuns(ctx context.Context, backend string, roots []string, files []FileWrite, bulk func(ctx context.Context, bw *BulkWrite, files []FileWrite) error) error {
+	type run struct {
+		root  string
+		files []FileWrite
+	}
+	var runs []run
+	var stop error
+	for _, f := range files {
+		if err := CheckPath(f.Path); err != nil {
+			return fmt.Errorf("%s: write: %w", backend, err)
+		}
+		root := rootOf(roots, f.Path)
+		if root == "" {
+			stop = fmt.Errorf("%s: %w", backend, &PathNotWritableError{Path: f.Path, Reason: "read-only root filesystem (writable: " + strings.Join(roots, ", ") + ")"})
+			break
+		}
+		if f.Path == root {
+			stop = fmt.Errorf("%s: write %s: %w", backend, f.Path, ErrIsDirectory)
+			break
+		}
+		if n := len(runs); n > 0 && runs[n-1].root == root {
+			runs[n-1].files = append(runs[n-1].files, f)
+			continue
+		}
+		runs = append(runs, run{root: root, files: []FileWrite{f}})
+	}
+	for _, r := range runs {
+		bw, err := NewBulkWrite(r.root, r.files)
+		if err != nil {
+			return fmt.Errorf("%s: %w", backend, err)
+		}
+		if err := bulk(ctx, bw, r.files); err != nil {
+			return err
+		}
+	}
+	return stop
+}
+
+// rootOf returns the root of roots holding p, or "".
+func rootOf(roots []string, p string) string {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return r
+		}
+	}
+	return ""
+}
+
+// BulkOps are a backend's three moves of a bulk write, for BulkWrite.Run.
+type BulkOps struct {
+	// Script runs one of the …Shell scripts with args as the sandbox user
+	// and returns its exit code and output; an error is the backend's.
+	Script func(ctx context.Context, script string, args ...string) (code int, stdout, stderr string, err error)
+	// Put delivers the tar write produces, extracted in dir, with every
+	// member owned by the sandbox user; its error is already the
+	// backend's final word (wrapped, typed).
+	Put func(ctx context.Context, dir string, write func(io.Writer) error) error
+	// Discard removes what the write delivered and did not land, on its
+	// own budget.
+	Discard func(ctx context.Context, bw *BulkWrite)
+}
+
+// Run carries out the write of files (the files b was planned with), the
+// sequence of the BulkWrite documentation: prepare, upload, rename, and
+// discard after any failure from the upload on. backend prefixes errors.
+func (b *BulkWrite) Run(ctx context.Context, backend string, files []FileWrite, ops BulkOps) error {
+	targets := make([]string, len(files))
+	for i, f := range files {
+		targets[i] = f.Path
+	}
+	code, _, stderr, err := ops.Script(ctx, BulkPrepareShell, targets...)
+	if err != nil {
+		return err
+	}
+	fault := b.Fault(backend, code, stderr)
+	if len(b.Delivered()) == 0 {
+		return fault
+	}
+	if err := ops.Put(ctx, path.Dir(b.Manifest), b.Archive); err != nil {
+		ops.Discard(ctx, b)
+		return err
+	}
+	code, stdout, stderr, err := ops.Script(ctx, BulkRenameShell, b.Manifest, b.DirList)
+	if err != nil {
+		ops.Discard(ctx, b)
+		return err
+	}
+	if code != 0 {
+		ferr := b.Fault(backend, code, stderr)
+		ops.Discard(ctx, b)
+		if b.LostItsList(stdout) {
+			return fmt.Errorf("%w (the upload arrived incomplete)", ferr)
+		}
+		return ferr
+	}
+	return fault
+}
