@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/stockade/stockade/domain"
 )
@@ -303,4 +304,52 @@ type GateTokenMinter interface {
 // its session cannot use the gate.
 type GateTokenRevoker interface {
 	Revoke(ctx context.Context, sessionID domain.ID) error
+}
+
+// Revokers is a backend's record of which GateTokenRevoker revokes each
+// session's token: the one its Spec named when this process provisioned
+// it, else the backend's default (its Config's). The zero value has no
+// default and is ready to use; it is safe for concurrent use.
+type Revokers struct {
+	// Default revokes sessions this process did not provision; nil means
+	// none.
+	Default GateTokenRevoker
+
+	mu   sync.Mutex
+	byID map[domain.ID]GateTokenRevoker
+}
+
+// Remember records r (when not nil) as the revoker of id.
+func (rs *Revokers) Remember(id domain.ID, r GateTokenRevoker) {
+	if r == nil {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.byID == nil {
+		rs.byID = map[domain.ID]GateTokenRevoker{}
+	}
+	rs.byID[id] = r
+}
+
+// Revoke revokes id's token with its revoker, if one is known; a failure
+// is the revoker's error, and the caller removes nothing.
+func (rs *Revokers) Revoke(ctx context.Context, id domain.ID) error {
+	rs.mu.Lock()
+	r := rs.byID[id]
+	rs.mu.Unlock()
+	if r == nil {
+		r = rs.Default
+	}
+	if r == nil {
+		return nil
+	}
+	return r.Revoke(ctx, id)
+}
+
+// Forget drops id's revoker once its session is gone.
+func (rs *Revokers) Forget(id domain.ID) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.byID, id)
 }

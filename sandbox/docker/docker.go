@@ -204,11 +204,11 @@ type engine interface {
 
 // Provider is the Docker implementation of sandbox.Provider.
 type Provider struct {
-	eng     engine
-	owner   string
-	log     *slog.Logger
-	revoker sandbox.GateTokenRevoker
-	pool    netip.Prefix // of owners' and gate networks' subnets
+	eng      engine
+	owner    string
+	log      *slog.Logger
+	revokers sandbox.Revokers // each session's, and Config.GateTokenRevoker
+	pool     netip.Prefix     // of owners' and gate networks' subnets
 
 	// The egress gate's settings (Config.Gate…) and the engine that
 	// builds its default image.
@@ -220,9 +220,8 @@ type Provider struct {
 	gateImgMu   sync.Mutex
 	gateImg     string // ID of the default gate image, once built
 
-	mu       sync.Mutex
-	cpus     container.CPUs                         // the engine's, to clamp limits with
-	revokers map[domain.ID]sandbox.GateTokenRevoker // from Specs provisioned here
+	mu   sync.Mutex
+	cpus container.CPUs // the engine's, to clamp limits with
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -260,7 +259,7 @@ func New(cfg Config) (*Provider, error) {
 	if out == "" {
 		out = "bridge"
 	}
-	return &Provider{eng: c, owner: owner, log: log, revoker: cfg.GateTokenRevoker, pool: pool, revokers: map[domain.ID]sandbox.GateTokenRevoker{},
+	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
 		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c}, nil
 }
 
@@ -489,11 +488,7 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	}
 	name := p.containerName(spec.SessionID)
 	log := p.log.With("container", name, "session", string(spec.SessionID))
-	if spec.GateTokenRevoker != nil {
-		p.mu.Lock()
-		p.revokers[spec.SessionID] = spec.GateTokenRevoker
-		p.mu.Unlock()
-	}
+	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
 	cfg, err := r.cfg.Config()
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
@@ -956,16 +951,8 @@ func (p *Provider) Reap(ctx context.Context, sessionID domain.ID) error {
 // is left, and the session's volumes, and waits until they are gone.
 func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error {
 	if revoke {
-		p.mu.Lock()
-		rv := p.revokers[id]
-		p.mu.Unlock()
-		if rv == nil {
-			rv = p.revoker
-		}
-		if rv != nil {
-			if err := rv.Revoke(ctx, id); err != nil {
-				return fmt.Errorf("docker: revoke gate token of %s (nothing removed): %w", id, err)
-			}
+		if err := p.revokers.Revoke(ctx, id); err != nil {
+			return fmt.Errorf("docker: revoke gate token of %s (nothing removed): %w", id, err)
 		}
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
@@ -1044,9 +1031,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 			return err
 		}
 	}
-	p.mu.Lock()
-	delete(p.revokers, id)
-	p.mu.Unlock()
+	p.revokers.Forget(id)
 	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
 	return nil
 }

@@ -199,17 +199,17 @@ type Config struct {
 
 // Provider is the Kubernetes implementation of sandbox.Provider.
 type Provider struct {
-	cs      k8s.Interface
-	rest    *rest.Config
-	ns      string
-	owner   string
-	log     *slog.Logger
-	cfg     Config
-	revoker sandbox.GateTokenRevoker
+	cs    k8s.Interface
+	rest  *rest.Config
+	ns    string
+	owner string
+	log   *slog.Logger
+	cfg   Config
+	// revokers: each session's GateTokenRevoker, and Config's.
+	revokers sandbox.Revokers
 
-	mu       sync.Mutex
-	revokers map[domain.ID]sandbox.GateTokenRevoker
-	calls    int64 // API requests and exec streams, for RoundTrips
+	mu    sync.Mutex
+	calls int64 // API requests and exec streams, for RoundTrips
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -243,8 +243,7 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cs: cs, rest: rc, ns: ns, owner: owner, log: log, cfg: cfg, revoker: cfg.GateTokenRevoker,
-		revokers: map[domain.ID]sandbox.GateTokenRevoker{}}, nil
+	return &Provider{cs: cs, rest: rc, ns: ns, owner: owner, log: log, cfg: cfg, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}}, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -457,11 +456,7 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	if err != nil {
 		return nil, err
 	}
-	if spec.GateTokenRevoker != nil {
-		p.mu.Lock()
-		p.revokers[spec.SessionID] = spec.GateTokenRevoker
-		p.mu.Unlock()
-	}
+	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
 	name := r.pod.Name
 	pods := p.cs.CoreV1().Pods(p.ns)
 	for attempt := 0; ; attempt++ {
@@ -660,16 +655,8 @@ func (p *Provider) Reap(ctx context.Context, sessionID domain.ID) error {
 // deletes its pod and waits until the API server no longer has it: the
 // kubelet removes the object once the containers are gone.
 func (p *Provider) remove(ctx context.Context, id domain.ID) error {
-	p.mu.Lock()
-	rv := p.revokers[id]
-	p.mu.Unlock()
-	if rv == nil {
-		rv = p.revoker
-	}
-	if rv != nil {
-		if err := rv.Revoke(ctx, id); err != nil {
-			return fmt.Errorf("kubernetes: revoke gate token of %s (nothing removed): %w", id, err)
-		}
+	if err := p.revokers.Revoke(ctx, id); err != nil {
+		return fmt.Errorf("kubernetes: revoke gate token of %s (nothing removed): %w", id, err)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
 	defer cancel()
@@ -687,9 +674,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID) error {
 			return err
 		}
 	}
-	p.mu.Lock()
-	delete(p.revokers, id)
-	p.mu.Unlock()
+	p.revokers.Forget(id)
 	return nil
 }
 
