@@ -52,6 +52,9 @@ func TestCheck_Fixtures(t *testing.T) {
 		{repo: "maintain-each", wantGo: "1.24", stoodIn: true},
 		{repo: "maintain-untidy", wantGo: "1.24", stoodIn: true},
 		{repo: "maintain-hang", wantGo: "1.24", stoodIn: true},
+		// The scan fixtures (testdata/README.md).
+		{repo: "vuln", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-vuln", wantGo: "1.24", stoodIn: true},
 		{repo: "old-go", wantGo: "1.16", stoodIn: true},
 		// A minor the table has is served by itself.
 		{repo: "go126", wantGo: "1.26"},
