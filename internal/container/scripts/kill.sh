@@ -4,9 +4,9 @@
 # argv (read drops the NULs between arguments) among the exec roots (parent
 # 0: a process that copied the marker into its own argv is not one). Then,
 # up to 100 rounds, it stops and kills every live process whose ancestry
-# reaches R, or reaches PID 1 through an orphan that started no earlier than
-# R (a double-forked or setsid child), or through a parent that died
-# while the round scanned.
+# reaches R, or reaches PID 1 through an orphan that started after R (a
+# double-forked or setsid child), or through a parent that died while the
+# round scanned.
 # Exit codes: 0 a round found nothing left to kill; 3 no wrapper with the
 # marker is running (not started yet, or gone); 1 the rounds ran out.
 pat="stockade-exec$1"; me=$$; R=
@@ -29,6 +29,11 @@ done
 [ -n "$R" ] || exit 3
 st "$R" || exit 3
 T0=$s_st
+# after: a process with start time $1 (clock ticks) and PID $2 started after
+# R. Start times have a tick's resolution (10 ms); within R's tick, PIDs
+# (allocated in increasing order) decide, so the container's main process,
+# started just before R, is never taken for an orphan of the command.
+after() { [ "$1" -gt "$T0" ] || { [ "$1" -eq "$T0" ] && [ "$2" -gt "$R" ]; }; }
 k=0
 while [ "$k" -lt 100 ]; do
 	ps=
@@ -49,13 +54,13 @@ while [ "$k" -lt 100 ]; do
 				# q died during the scan: its child c is as good as an
 				# orphan.
 				eval "qs=\${st_$c}"
-				[ "$qs" -ge "$T0" ] && hit=1
+				after "$qs" "$c" && hit=1
 				break
 			fi
 			[ "$qp" != 0 ] || break
 			if [ "$qp" = 1 ]; then
 				eval "qs=\${st_$q}"
-				[ "$qs" -ge "$T0" ] && hit=1
+				after "$qs" "$q" && hit=1
 				break
 			fi
 			c=$q; q=$qp; n=$((n+1))
