@@ -35,6 +35,17 @@ func started(t *testing.T, c *dockerapi.Client, s container.Spec) string {
 	if err := c.ContainerStart(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	// Wait for docker-init to have started the main process, as a session's
+	// Provision does with its first exec: a command whose wrapper starts
+	// before it would take the main process for an orphan started after the
+	// command (seen once under CI load), which is kill.sh's documented limit.
+	// ps shows "sleep 600" twice then: docker-init's argv ends with it.
+	for deadline := time.Now().Add(30 * time.Second); count(t, c, id, "sleep 600") != "2"; {
+		if time.Now().After(deadline) {
+			t.Fatal("the container's main process did not start within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return id
 }
 
