@@ -112,7 +112,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Dial connects to a vetted address ("ip:port"); nil means a
 	// net.Dialer with DialTimeout. Tests point it elsewhere.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Dial DialFunc
 }
 
 // Server is the proxy; it implements http.Handler.
@@ -152,7 +152,7 @@ type vetted struct {
 	used  netip.Addr // the one that answered
 }
 
-func (v *vetted) dial(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (net.Conn, error) {
+func (v *vetted) dial(ctx context.Context, dial DialFunc) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	var errs []error
@@ -174,21 +174,31 @@ func (s *Server) resolve(ctx context.Context, host string, port uint16) (v *vett
 	if err := s.cfg.Policy.AllowHost(host); err != nil {
 		return nil, true, err
 	}
-	h, _ := CanonicalHost(host)
+	return lookupVetted(ctx, s.cfg.Policy, s.resolver, host, port)
+}
+
+// lookupVetted resolves host (an IP literal stands for itself) and keeps
+// the addresses p.AllowAddr admits; refused is true when the address rules
+// (not DNS) left none. The host rules are the caller's.
+func lookupVetted(ctx context.Context, p Policy, r Resolver, host string, port uint16) (v *vetted, refused bool, err error) {
+	h, err := CanonicalHost(host)
+	if err != nil {
+		return nil, true, err
+	}
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(h); err == nil {
 		addrs = []netip.Addr{a}
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 		defer cancel()
-		if addrs, err = s.resolver.LookupNetIP(ctx, "ip4", h); err != nil {
+		if addrs, err = r.LookupNetIP(ctx, "ip4", h); err != nil {
 			return nil, false, fmt.Errorf("resolve %s: %w", h, err)
 		}
 	}
 	v = &vetted{port: port}
 	var first error
 	for _, a := range addrs {
-		if err := s.cfg.Policy.AllowAddr(a); err != nil {
+		if err := p.AllowAddr(a); err != nil {
 			if first == nil {
 				first = fmt.Errorf("%s: %w", h, err)
 			}
@@ -203,6 +213,38 @@ func (s *Server) resolve(ctx context.Context, host string, port uint16) (v *vett
 		return nil, true, first
 	}
 	return v, false, nil
+}
+
+// DialFunc connects to an address, as net.Dialer.DialContext does.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// AddrDialer returns the dial function of the gate's own connections (to
+// its OTLP collector): it resolves the host of addr ("host:port") with r
+// (nil: net.DefaultResolver), keeps the addresses p.AllowAddr admits and
+// dials them in turn with dial (nil: a net.Dialer with DialTimeout), the
+// way the proxy dials for the sandbox. Only the address rules apply: the
+// host is the gate's configuration, not the sandbox's request, so
+// p.Allowed and p.AnyHost are not asked. A refusal matches ErrAddress or
+// ErrBadHost.
+func AddrDialer(p Policy, r Resolver, dial DialFunc) DialFunc {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	if dial == nil {
+		d := &net.Dialer{Timeout: DialTimeout}
+		dial = d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := splitHostPort(addr, "")
+		if err != nil {
+			return nil, fmt.Errorf("gate: dial %s: %w", addr, err)
+		}
+		v, _, err := lookupVetted(ctx, p, r, host, port)
+		if err != nil {
+			return nil, fmt.Errorf("gate: dial %s: %w", addr, err)
+		}
+		return v.dial(ctx, dial)
+	}
 }
 
 // ServeHTTP implements http.Handler.
