@@ -26,7 +26,8 @@
 // The gate takes its configuration from its environment (see
 // cmd/stockade-gate): STOCKADE_GATE_ALLOW, STOCKADE_GATE_ANY,
 // STOCKADE_GATE_PRIVATE, STOCKADE_GATE_TOKEN, STOCKADE_GATE_SESSION,
-// STOCKADE_GATE_CONTROLPLANE, STOCKADE_GATE_LISTEN. It listens for proxy
+// STOCKADE_GATE_CONTROLPLANE, STOCKADE_GATE_OTEL, STOCKADE_GATE_OTEL_INSECURE
+// (Env names them). It listens for proxy
 // requests on ListenAddr (":3128") and for the host on an abstract Unix
 // socket (ControlSocket), which only processes in the gate's network
 // namespace can reach: the host runs `stockade-gate ready` or
@@ -46,6 +47,53 @@
 // placeholders. HTTPS requests are tunnels the gate cannot read, so their
 // placeholders go out unchanged: a credential for an HTTPS API must be
 // given by other means.
+//
+// # Telemetry
+//
+// With STOCKADE_GATE_OTEL (GateSpec.OTelEndpoint, checked by
+// CheckOTelEndpoint) the gate exports over OTLP/HTTP protobuf, to the
+// endpoint's path + TracesPath and + MetricsPath (internal/gate/telemetry,
+// the one package that links the OpenTelemetry SDK). The gate dials the
+// collector itself, over its outside network, with AddrDialer: not through
+// its policy (the connection is the gate's, not the sandbox's, so the host
+// rules do not apply), but under the same address rules, so a collector
+// name resolving to loopback, link-local or an unadmitted private address
+// is never dialled. The export never holds up a request: spans wait in a
+// bounded queue and are dropped when it is full; each export is bounded
+// by a timeout; at SIGTERM the gate flushes for at most
+// telemetry.ShutdownBudget. Values from the sandbox (host, method, reason)
+// are cut to 256 bytes.
+//
+// Resource attributes (every span and point):
+//
+//	service.name          string  "stockade-gate"
+//	stockade.session.id   string  the session ID
+//
+// One span per request, kind client (the gate's attempt to reach the
+// destination the sandbox named), named after the method ("GET",
+// "CONNECT"; "HTTP" for a method the conventions do not name). It starts
+// at the Record's Time and lasts its Duration. Its status is Error, with
+// the verdict as description, unless the verdict is allowed. Attributes,
+// semantic conventions first (semconv v1.43.0):
+//
+//	http.request.method           string  the method; "_OTHER" for one the conventions do not name
+//	http.request.method_original  string  that method as sent (only with "_OTHER")
+//	server.address                string  the host as the client named it (Record.Host)
+//	server.port                   int     the destination port (absent when malformed)
+//	network.peer.address          string  the IP address dialled (only when one was)
+//	network.peer.port             int     its port (only when one was dialled)
+//	http.response.status_code     int     the status the client got (absent when none)
+//	stockade.gate.verdict         string  allowed, refused, failed or invalid
+//	stockade.gate.reason          string  why, for anything but allowed (absent when empty)
+//	stockade.gate.bytes_up        int     bytes, client to upstream (request body or tunnel)
+//	stockade.gate.bytes_down      int     bytes, upstream to client (answer body or tunnel)
+//
+// Counters (cumulative, monotonic, integer), exported every
+// telemetry.DefaultMetricInterval and at shutdown; their attributes have
+// a handful of values, never a host:
+//
+//	stockade.gate.requests  unit {request}  by stockade.gate.verdict
+//	stockade.gate.bytes     unit By         by stockade.gate.direction ("up": client to upstream, "down")
 package gate
 
 import (

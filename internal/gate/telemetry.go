@@ -33,16 +33,21 @@ const (
 // trailing slash. Every refusal matches ErrOTelEndpoint (and ErrAddress
 // for a refused address).
 func CheckOTelEndpoint(raw string, insecure bool, p Policy) (*url.URL, error) {
-	bad := func(why string, args ...any) error {
-		return fmt.Errorf("%w %q: %s", ErrOTelEndpoint, raw, fmt.Sprintf(why, args...))
-	}
 	if len(raw) > maxEndpointBytes {
 		return nil, fmt.Errorf("%w: longer than %d bytes", ErrOTelEndpoint, maxEndpointBytes)
 	}
 	u, err := url.Parse(raw)
+	if err != nil {
+		// Not echoed: it may hold a secret.
+		return nil, fmt.Errorf("%w: not a URL", ErrOTelEndpoint)
+	}
+	// Messages name the URL without its user information.
+	shown := *u
+	shown.User = nil
+	bad := func(why string) error {
+		return fmt.Errorf("%w %q: %s", ErrOTelEndpoint, shown.String(), why)
+	}
 	switch {
-	case err != nil:
-		return nil, bad("%v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, bad("want an http:// or https:// URL")
 	case u.Scheme == "http" && !insecure:

@@ -381,6 +381,11 @@ func TestCheckOTelEndpoint(t *testing.T) {
 			t.Errorf("CheckOTelEndpoint(%q, %v) = %v, %v; want %s", tc.raw, tc.insecure, u, err, tc.want)
 		}
 	}
+	for _, raw := range []string{"https://user:secret@collector.test:4318", "https://secret@collector.test:4318", "https://secret@collector.test:4318/%zz"} {
+		if _, err := gate.CheckOTelEndpoint(raw, false, private); err == nil || strings.Contains(err.Error(), "secret") {
+			t.Errorf("CheckOTelEndpoint(%q) = %v; want a refusal that does not repeat the secret", raw, err)
+		}
+	}
 	if _, err := gate.CheckOTelEndpoint("http://127.0.0.1:4318", true, private); !errors.Is(err, gate.ErrAddress) {
 		t.Errorf("a loopback endpoint = %v; want it to match ErrAddress too", err)
 	}
