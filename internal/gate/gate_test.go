@@ -101,7 +101,7 @@ func (f fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, e
 // testGate runs a gate of cfg (its Credentials and OnRecord; the rest is
 // the fixture's) whose public addresses all lead to upstream (an httptest
 // server on loopback, which the policy would refuse).
-func testGate(t *testing.T, cfg Config) (proxy *url.URL, log *Log, upstream *httptest.Server) {
+func testGate(t testing.TB, cfg Config) (proxy *url.URL, log *Log, upstream *httptest.Server) {
 	upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "host=%s auth=%s path=%s", r.Host, r.Header.Get("Authorization"), r.URL.Path)
 	}))

@@ -37,9 +37,29 @@ var collectorDNS = gate.FakeDNS{
 // collector is an exporter whose every vetted dial leads to srv; dialled
 // records the addresses it was asked for.
 type collector struct {
-	exp *telemetry.Exporter
-	mu  sync.Mutex
-	got []string
+	exp      *telemetry.Exporter
+	mu       sync.Mutex
+	got      []string
+	returned atomic.Int64 // record calls that returned
+}
+
+// record is the gate's OnRecord: the exporter's, counted. The gate logs a
+// record before it calls OnRecord, and the client has its answer before
+// either, so only this count says the exporter has it.
+func (c *collector) record(r gate.Record) {
+	c.exp.Record(r)
+	c.returned.Add(1)
+}
+
+// waitRecorded waits until n records went through record, or fails.
+func (c *collector) waitRecorded(t testing.TB, n int64, why string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); c.returned.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := c.returned.Load(); got != n {
+		t.Fatalf("%d of %d records were exported %s; the others are stuck in telemetry", got, n, why)
+	}
 }
 
 func (c *collector) dialled() []string {
@@ -48,7 +68,7 @@ func (c *collector) dialled() []string {
 	return append([]string(nil), c.got...)
 }
 
-func startExporter(t *testing.T, srv *httptest.Server, endpoint string, p gate.Policy, lim telemetry.Limits) *collector {
+func startExporter(t testing.TB, srv *httptest.Server, endpoint string, p gate.Policy, lim telemetry.Limits) *collector {
 	t.Helper()
 	c := &collector{}
 	exp, err := telemetry.Start(context.Background(), telemetry.Config{
@@ -111,7 +131,7 @@ func TestTelemetryExport(t *testing.T) {
 	srv := httptest.NewServer(http.StripPrefix("/otlp", r))
 	defer srv.Close()
 	col := startExporter(t, srv, "http://collector.test:4318/otlp", gate.Policy{}, telemetry.Limits{})
-	proxy, log, _ := gate.TestGate(t, gate.Config{OnRecord: col.exp.Record})
+	proxy, log, _ := gate.TestGate(t, gate.Config{OnRecord: col.record})
 
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}, Timeout: 30 * time.Second}
 	resp, err := client.Get("http://allowed.test/x")
@@ -124,6 +144,7 @@ func TestTelemetryExport(t *testing.T) {
 		t.Fatalf("CONNECT denied.test:443 = %q; want 403", line)
 	}
 	recs := records(t, log, 2)
+	col.waitRecorded(t, 2, "")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -233,10 +254,7 @@ func TestTelemetryCollectorDown(t *testing.T) {
 			// in flight.
 			col := startExporter(t, srv, "http://collector.test:4318", gate.Policy{},
 				telemetry.Limits{QueueSpans: 4, BatchSpans: 1, BatchTimeout: time.Millisecond, ExportTimeout: time.Hour, MetricInterval: time.Millisecond})
-			// The client has its answer before the gate's handler ends:
-			// count the Record calls that returned.
-			var returned atomic.Int64
-			proxy, _, _ := gate.TestGate(t, gate.Config{OnRecord: func(r gate.Record) { col.exp.Record(r); returned.Add(1) }})
+			proxy, _, _ := gate.TestGate(t, gate.Config{OnRecord: col.record})
 			client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}, Timeout: 30 * time.Second}
 			get := func(i int) {
 				resp, err := client.Get(fmt.Sprintf("http://allowed.test/%d", i))
@@ -259,12 +277,7 @@ func TestTelemetryCollectorDown(t *testing.T) {
 			for i := 1; i < requests; i++ {
 				get(i)
 			}
-			for deadline := time.Now().Add(10 * time.Second); returned.Load() < requests && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if n := returned.Load(); n != requests {
-				t.Fatalf("%d of %d requests' records were exported with the collector %s; the others are stuck in telemetry", n, requests, tc.name)
-			}
+			col.waitRecorded(t, requests, "with the collector "+tc.name)
 			// Shutdown with a dead collector ends with its budget.
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
@@ -391,5 +404,65 @@ func TestCheckOTelEndpoint(t *testing.T) {
 	}
 	if _, err := telemetry.Start(context.Background(), telemetry.Config{Endpoint: "http://collector.test:4318"}); !errors.Is(err, gate.ErrOTelEndpoint) {
 		t.Errorf("Start with plain HTTP and no Insecure = %v; want ErrOTelEndpoint", err)
+	}
+}
+
+// BenchmarkTelemetry measures a small GET through the gate without
+// telemetry, exporting to a receiver, and exporting to a collector that
+// holds every export, interleaved in each iteration so the machine's load
+// falls on all three alike; it reports each one's time per request and
+// the two ratios to the gate without telemetry.
+func BenchmarkTelemetry(b *testing.B) {
+	release := make(chan struct{})
+	recv := httptest.NewServer(&otlptest.Receiver{})
+	defer recv.Close()
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer hang.Close()
+	defer close(release) // before hang.Close, which waits for its handlers
+	off, _, _ := gate.TestGate(b, gate.Config{})
+	on, _, _ := gate.TestGate(b, gate.Config{OnRecord: startExporter(b, recv, "http://collector.test:4318", gate.Policy{}, telemetry.Limits{}).exp.Record})
+	stuck, _, _ := gate.TestGate(b, gate.Config{OnRecord: startExporter(b, hang, "http://collector.test:4318", gate.Policy{},
+		telemetry.Limits{ExportTimeout: time.Hour}).exp.Record})
+	gates := []*url.URL{off, on, stuck}
+	clients := make([]*http.Client, len(gates))
+	for i, g := range gates {
+		clients[i] = &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(g)}, Timeout: 30 * time.Second}
+	}
+	var spent [3]time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		for i, c := range clients {
+			start := time.Now()
+			resp, err := c.Get("http://allowed.test/bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			spent[i] += time.Since(start)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(spent[0].Nanoseconds())/n, "ns/off")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/n, "ns/export")
+	b.ReportMetric(float64(spent[2].Nanoseconds())/n, "ns/hanging")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "export/off")
+	b.ReportMetric(float64(spent[2])/float64(spent[0]), "hanging/off")
+}
+
+// BenchmarkRecord measures what the proxy's goroutine spends on one
+// record's telemetry (the span and the counters), with the export queue
+// full (a collector that holds every export), the worst case.
+func BenchmarkRecord(b *testing.B) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer hang.Close()
+	defer close(release)
+	exp := startExporter(b, hang, "http://collector.test:4318", gate.Policy{}, telemetry.Limits{ExportTimeout: time.Hour}).exp
+	rec := gate.Record{Time: time.Now().UTC(), Method: "GET", Host: "allowed.test", Port: "80", Addr: "203.0.113.7:80",
+		Verdict: gate.Allowed, Status: 200, BytesUp: 10, BytesDn: 1000, Duration: time.Millisecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		exp.Record(rec)
 	}
 }

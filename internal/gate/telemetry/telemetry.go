@@ -14,6 +14,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +87,8 @@ const (
 	maxRetryInterval = 2 * time.Second
 )
 
-// Limits bound the export. A zero field means its default.
+// Limits bound the export. A zero (or negative) field means its default;
+// BatchSpans is at most QueueSpans.
 type Limits struct {
 	QueueSpans     int           // DefaultQueueSpans
 	BatchSpans     int           // DefaultBatchSpans
@@ -96,22 +98,11 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.QueueSpans, DefaultQueueSpans)
-	def(&l.BatchSpans, DefaultBatchSpans)
-	l.BatchSpans = min(l.BatchSpans, l.QueueSpans)
-	defDur(&l.BatchTimeout, DefaultBatchTimeout)
-	defDur(&l.ExportTimeout, DefaultExportTimeout)
-	defDur(&l.MetricInterval, DefaultMetricInterval)
+	l.QueueSpans = cmp.Or(max(l.QueueSpans, 0), DefaultQueueSpans)
+	l.BatchSpans = min(cmp.Or(max(l.BatchSpans, 0), DefaultBatchSpans), l.QueueSpans)
+	l.BatchTimeout = cmp.Or(max(l.BatchTimeout, 0), DefaultBatchTimeout)
+	l.ExportTimeout = cmp.Or(max(l.ExportTimeout, 0), DefaultExportTimeout)
+	l.MetricInterval = cmp.Or(max(l.MetricInterval, 0), DefaultMetricInterval)
 	return l
 }
 
