@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/gate/otlptest"
+	"github.com/stockade/stockade/internal/gate/telemetry"
 )
 
 func TestRun(t *testing.T) {
@@ -84,5 +86,13 @@ func TestTelemetryFlushOnStop(t *testing.T) {
 	}
 	if _, ok := d.Counter("stockade.gate.requests", map[string]string{"stockade.gate.verdict": "allowed"}); !ok {
 		t.Errorf("after stop the collector has no request counter: %+v", d.Points)
+	}
+}
+
+// TestStopLeavesRoomToFlush: a stop of the gate container waits longer
+// than the gate's flush before it kills.
+func TestStopLeavesRoomToFlush(t *testing.T) {
+	if stop := time.Duration(container.GateStopSeconds) * time.Second; stop <= telemetry.ShutdownBudget {
+		t.Errorf("container.GateStopSeconds = %v; want more than telemetry.ShutdownBudget (%v)", stop, telemetry.ShutdownBudget)
 	}
 }

@@ -126,8 +126,25 @@ func TestGate(t *testing.T) {
 		if res := gsh(t, sb, "busybox wget -q -O - http://denied.test:8080/otel 2>&1"); res.ExitCode == 0 || !strings.Contains(res.Stdout, "403") {
 			t.Fatalf("denied GET = %+v; want 403", res)
 		}
-		// Spans leave within the batch timeout, counters within the
-		// metric interval.
+		// Stop the gate (SIGTERM, as the engine's stop sends): it flushes
+		// and exits on its own, before the kill. Spans would leave within
+		// the batch timeout anyway; the counters' first periodic export
+		// is 15 s after the gate started, so before that only the flush
+		// can have sent them.
+		gid := p.gateName("gate-otel")
+		jg, err := c.ContainerInspect(ctx, gid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, _ := time.Parse(time.RFC3339Nano, jg.State.StartedAt)
+		if err := c.ContainerStop(ctx, gid, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		stopped := time.Since(started)
+		if jg, err = c.ContainerInspect(ctx, gid); err != nil || jg.State.Running || jg.State.ExitCode != 0 {
+			t.Errorf("the gate after SIGTERM: %+v, %v; want it exited 0 by itself (flushed, not killed)", jg.State, err)
+		}
+		t.Logf("gate stopped %v after it started (the metric interval is 15 s)", stopped)
 		var d otlptest.Dump
 		var spans []otlptest.Span
 		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
@@ -143,6 +160,11 @@ func TestGate(t *testing.T) {
 			_, counted := d.Counter("stockade.gate.requests", map[string]string{"stockade.gate.verdict": "refused"})
 			if len(spans) >= 2 && counted || time.Now().After(deadline) {
 				break
+			}
+		}
+		if stopped < 15*time.Second {
+			if _, ok := d.Counter("stockade.gate.requests", map[string]string{"stockade.gate.verdict": "allowed"}); !ok {
+				t.Errorf("the gate stopped %v after it started and its counters are not at the collector: the SIGTERM flush did not send them", stopped)
 			}
 		}
 		byHost := map[string]otlptest.Span{}
