@@ -11,6 +11,10 @@
 // so a dead or hanging collector costs the proxy nothing but the spans it
 // drops. The collector is dialled by gate.AddrDialer: the address rules
 // the proxy applies to the sandbox's destinations apply to it too.
+//
+// Its tests are internal/gate's telemetry_test.go, beside the gate fixture
+// they run requests through, with an otlptest receiver decoding what the
+// SDK sends.
 package telemetry
 
 import (
