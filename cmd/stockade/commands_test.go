@@ -17,6 +17,7 @@ import (
 // place; bad invocations are usage errors (2) with a pointer to the manual.
 func TestRun_ExitCodes(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	t.Setenv("STOCKADE_VULNDB", "")
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)
 	for _, tc := range []struct {
@@ -41,6 +42,10 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"maintain with both proxies", []string{"maintain", "-fixture-proxy", "x", "-proxy", "y", t.TempDir()}, exitUnsupported, "cannot be used together", ""},
 		{"maintain two directories", []string{"maintain", "a", "b"}, exitUnsupported, "usage: stockade maintain", ""},
 		{"reap with arguments", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap", ""},
+		{"inspect -openvex without a database", []string{"inspect", "-openvex", filepath.Join(t.TempDir(), "v.json"), t.TempDir()}, exitUnsupported, "-openvex needs a vulnerability database", ""},
+		{"scan -openvex into a missing directory", []string{"scan", "-vulndb", "/db", "-openvex", "/nonexistent/v.json", t.TempDir()}, exitUnsupported, "its directory does not exist", ""},
+		{"scan -openvex naming a directory", []string{"scan", "-vulndb", "/db", "-openvex", t.TempDir(), t.TempDir()}, exitUnsupported, "is not a regular file", ""},
+		{"maintain has no -openvex", []string{"maintain", "-openvex", "v.json", t.TempDir()}, exitUnsupported, "flag provided but not defined: -openvex", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
