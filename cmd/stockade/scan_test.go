@@ -25,20 +25,9 @@ import (
 // vulnerabilities), the text report lists first what to fix with the
 // upgrade that fixes it, and -json is the same scan.
 func TestScan_FixtureExitsThree(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a scan against the engine")
-	}
-	enginetest.Client(t)
-	// Shared with the validate and maintain engine tests: one seed and one
-	// scanner serve all.
-	dataDir, err := enginetest.SharedDataDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	flags := fixtureScanFlags(t)
 	t.Setenv("STOCKADE_VULNDB", vulndbtest.Write(t, hostGo(t)))
-	// -cgo=false: the image the validate and maintain tests use, whose
-	// seed and scanner they build.
-	args := []string{"scan", "-cgo=false", "-data-dir", dataDir, "-lock-timeout", "15m", "-fixture-proxy", filepath.Join("..", "..", "testdata", "modules"), filepath.Join("..", "..", "testdata", "repos", "vuln")}
+	args := append(append([]string{"scan"}, flags...), vulnFixture)
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), args, &stdout, &stderr); code != exitFindings {
 		t.Fatalf("stockade scan = exit %d; want %d\nstdout: %s\nstderr: %s", code, exitFindings, stdout.String(), stderr.String())
@@ -118,18 +107,12 @@ func checkOpenVEX(t *testing.T, name string, rep *report.Report) {
 }
 
 // TestScan_OpenVEXRefusedWhenInconclusive: a scan the -timeout cuts short
-// is inconclusive (exit 3), writes no OpenVEX document, says so, and
+// (1s, the least a phase gets; the fixture's scan takes several) is
+// inconclusive (exit 3), writes no OpenVEX document, says so, and
 // removes the one an earlier run left at that path, which would
 // otherwise pass for this scan's.
 func TestScan_OpenVEXRefusedWhenInconclusive(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a scan against the engine")
-	}
-	enginetest.Client(t)
-	dataDir, err := enginetest.SharedDataDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	flags := fixtureScanFlags(t)
 	db := vulndbtest.Write(t, hostGo(t))
 	d, err := vulndb.Open(db)
 	if err != nil {
@@ -150,18 +133,17 @@ func TestScan_OpenVEXRefusedWhenInconclusive(t *testing.T) {
 	}
 	report.WriteOpenVEX(f, doc)
 	f.Close()
-	args := []string{"scan", "-json", "-openvex", vex, "-timeout", "1ms", "-cgo=false", "-vulndb", db, "-data-dir", dataDir, "-lock-timeout", "15m",
-		"-fixture-proxy", filepath.Join("..", "..", "testdata", "modules"), filepath.Join("..", "..", "testdata", "repos", "vuln")}
+	args := append(append([]string{"scan", "-json", "-openvex", vex, "-timeout", "1s", "-vulndb", db}, flags...), vulnFixture)
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), args, &stdout, &stderr); code != exitFindings {
-		t.Fatalf("stockade scan -timeout 1ms = exit %d; want %d\nstdout: %s\nstderr: %s", code, exitFindings, stdout.String(), stderr.String())
+		t.Fatalf("stockade scan -timeout 1s = exit %d; want %d\nstdout: %s\nstderr: %s", code, exitFindings, stdout.String(), stderr.String())
 	}
 	var rep report.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Verdict != report.Inconclusive || rep.Vulns == nil || rep.Vulns.Status != report.ScanInconclusive {
-		t.Fatalf("verdict %s, vulns %+v; want an inconclusive scan", rep.Verdict, rep.Vulns)
+	if rep.Verdict != report.Inconclusive || rep.Vulns == nil || rep.Vulns.Status != report.ScanInconclusive || !strings.Contains(strings.Join(rep.Vulns.Reasons, "; "), "timed out") {
+		t.Fatalf("verdict %s (timed out in %q), vulns %+v; want a scan that ran and timed out", rep.Verdict, rep.TimedOut, rep.Vulns)
 	}
 	if _, err := os.Stat(vex); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the earlier document is still at %s (%v)", vex, err)
@@ -169,6 +151,27 @@ func TestScan_OpenVEXRefusedWhenInconclusive(t *testing.T) {
 	if msg := stderr.String(); !strings.Contains(msg, "not written") || !strings.Contains(msg, "inconclusive") || !strings.Contains(msg, "removed") {
 		t.Errorf("stderr = %q; want it to say no document was written, why, and that the earlier one was removed", msg)
 	}
+}
+
+// vulnFixture is the repository the engine scans take.
+var vulnFixture = filepath.Join("..", "..", "testdata", "repos", "vuln")
+
+// fixtureScanFlags skips without an engine and returns the flags every
+// engine scan of vulnFixture takes: the data directory the validate and
+// maintain engine tests share (one seed and one scanner serve all), the
+// -cgo=false image they use, whose seed and scanner they build, and the
+// fixture proxy.
+func fixtureScanFlags(t *testing.T) []string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a scan against the engine")
+	}
+	enginetest.Client(t)
+	dataDir, err := enginetest.SharedDataDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"-cgo=false", "-data-dir", dataDir, "-lock-timeout", "15m", "-fixture-proxy", filepath.Join("..", "..", "testdata", "modules")}
 }
 
 // hostGo is the host's Go version, the fixtures' image's: the fixture
