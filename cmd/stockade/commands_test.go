@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,5 +93,42 @@ func TestExitCodes_MatchReport(t *testing.T) {
 		if got := v.ExitCode(); got != want {
 			t.Errorf("%s.ExitCode() = %d; the manual says %d", v, got, want)
 		}
+	}
+}
+
+// TestWriteAtomic: a write that succeeds replaces the file (0644, the new
+// bytes); one that fails leaves the old file as it was and no temporary
+// file beside it.
+func TestWriteAtomic(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name  string
+		write func(w io.Writer) error
+		err   error
+		want  string // the file's content after
+	}{
+		{"succeeds", func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }, nil, "new"},
+		{"fails after writing", func(w io.Writer) error { io.WriteString(w, "partial"); return boom }, boom, "old"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			name := filepath.Join(dir, "out")
+			if err := os.WriteFile(name, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeAtomic(name, tc.write); !errors.Is(err, tc.err) {
+				t.Fatalf("writeAtomic = %v; want %v", err, tc.err)
+			}
+			got, err := os.ReadFile(name)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("file = %q, %v; want %q", got, err, tc.want)
+			}
+			if fi, _ := os.Stat(name); tc.err == nil && fi.Mode().Perm() != 0o644 {
+				t.Errorf("mode %v; want 0644", fi.Mode().Perm())
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("%d files left in the directory; want only the file", len(ents))
+			}
+		})
 	}
 }

@@ -54,9 +54,9 @@ type Options struct {
 // database copy r mounts, and runs the scanner on the snapshot snapDir in
 // one execute container, within o's bounds: no network, source and module
 // cache read-only, the scanner and database read-only, a fresh build cache
-// seeded by seed. What the scanner did is in the scan (an inconclusive status when it
-// cannot be trusted); an error is Stockade's own failure, a *VerifyError
-// among them.
+// seeded by seed. What the scanner did is in the scan (an inconclusive
+// status when it cannot be trusted); an error is Stockade's own failure, a
+// *VerifyError among them.
 func Scan(ctx context.Context, r *toolchain.Runner, s Scanner, snapDir string, seed cacheseed.Seed, o Options) (report.VulnScan, error) {
 	log := o.Logger
 	if log == nil {
