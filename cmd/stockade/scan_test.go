@@ -23,7 +23,8 @@ import (
 // TestScan_FixtureExitsThree is `stockade scan` of testdata/repos/vuln
 // against the fixture database from $STOCKADE_VULNDB: exit 3 (called
 // vulnerabilities), the text report lists first what to fix with the
-// upgrade that fixes it, and -json is the same scan.
+// upgrade that fixes it, -json is the same scan, and -openvex writes its
+// OpenVEX document (checkOpenVEX).
 func TestScan_FixtureExitsThree(t *testing.T) {
 	flags := fixtureScanFlags(t)
 	t.Setenv("STOCKADE_VULNDB", vulndbtest.Write(t, hostGo(t)))
