@@ -832,8 +832,8 @@ func machine(t *testing.T, eng *dockerapi.Client) string {
 		}
 	}
 	load := ""
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		load = ", load average at start " + strings.Join(strings.Fields(string(b))[:3], " ")
+	if l := loadAvg(); l != "" {
+		load = ", load average at start " + l
 	}
 	return fmt.Sprintf("%s, %d CPUs, %.0f GiB; engine %s (%s, %s, cgroup %s)%s; host %s",
 		model, info.NCPU, float64(info.MemTotal)/(1<<30), info.ServerVersion, info.OperatingSystem, info.Driver, info.CgroupVersion, load, runtime.Version())

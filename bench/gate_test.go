@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,18 +48,7 @@ func TestGateBench(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
 		ids, _ := p.Owned(ctx)
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 4)
-		for _, id := range ids {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				p.Reap(ctx, id)
-			}()
-		}
-		wg.Wait()
+		parallel(len(ids), 4, func(i int) { p.Reap(ctx, ids[i]) })
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -130,19 +118,10 @@ func TestGateBench(t *testing.T) {
 		n = v
 	}
 	start := time.Now()
-	sem := make(chan struct{}, 4)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			_, errs[i] = p.Provision(ctx, sandbox.Spec{SessionID: domain.ID(fmt.Sprintf("bench-scale-%03d", i)), Image: img, Networking: limited, Gate: &sandbox.GateSpec{}})
-		}()
-	}
-	wg.Wait()
+	parallel(n, 4, func(i int) {
+		_, errs[i] = p.Provision(ctx, sandbox.Spec{SessionID: domain.ID(fmt.Sprintf("bench-scale-%03d", i)), Image: img, Networking: limited, Gate: &sandbox.GateSpec{}})
+	})
 	took := time.Since(start)
 	failed := 0
 	for _, err := range errs {

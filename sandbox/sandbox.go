@@ -249,6 +249,11 @@ var (
 	// isolated, NetUnrestricted where sandboxes could reach each other)
 	// and refuses rather than widen or narrow it.
 	ErrNetworkingUnsupported = errors.New("sandbox: networking mode not supported by this backend")
+	// ErrNoCapacity: the backend has no room for another sandbox (on
+	// Kubernetes, the scheduler found no node for the session's pod within
+	// the provider's schedule timeout). Provision made nothing that stays;
+	// a later call may succeed once sessions are reaped or nodes added.
+	ErrNoCapacity = errors.New("sandbox: no capacity for another sandbox")
 )
 
 // PathNotWritableError reports a write to a place the sandbox cannot write:

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -204,4 +206,26 @@ could not be downloaded.
 
 Run 'stockade help <command>' for a command's manual.
 `)
+}
+
+// writeAtomic writes the file name through write: into a new file beside
+// it, renamed over name only when write and the close succeed, so a
+// failure leaves no partial file and name as it was. The file is 0644.
+func writeAtomic(name string, write func(w io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(name), ".stockade-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op once renamed
+	err = f.Chmod(0o644)
+	if err == nil {
+		err = write(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	return err
 }

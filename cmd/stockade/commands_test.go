@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 // place; bad invocations are usage errors (2) with a pointer to the manual.
 func TestRun_ExitCodes(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	t.Setenv("STOCKADE_VULNDB", "")
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)
 	for _, tc := range []struct {
@@ -41,6 +43,10 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"maintain with both proxies", []string{"maintain", "-fixture-proxy", "x", "-proxy", "y", t.TempDir()}, exitUnsupported, "cannot be used together", ""},
 		{"maintain two directories", []string{"maintain", "a", "b"}, exitUnsupported, "usage: stockade maintain", ""},
 		{"reap with arguments", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap", ""},
+		{"inspect -openvex without a database", []string{"inspect", "-openvex", filepath.Join(t.TempDir(), "v.json"), t.TempDir()}, exitUnsupported, "-openvex needs a vulnerability database", ""},
+		{"scan -openvex into a missing directory", []string{"scan", "-vulndb", "/db", "-openvex", "/nonexistent/v.json", t.TempDir()}, exitUnsupported, "its directory does not exist", ""},
+		{"scan -openvex naming a directory", []string{"scan", "-vulndb", "/db", "-openvex", t.TempDir(), t.TempDir()}, exitUnsupported, "is not a regular file", ""},
+		{"maintain has no -openvex", []string{"maintain", "-openvex", "v.json", t.TempDir()}, exitUnsupported, "flag provided but not defined: -openvex", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -87,5 +93,42 @@ func TestExitCodes_MatchReport(t *testing.T) {
 		if got := v.ExitCode(); got != want {
 			t.Errorf("%s.ExitCode() = %d; the manual says %d", v, got, want)
 		}
+	}
+}
+
+// TestWriteAtomic: a write that succeeds replaces the file (0644, the new
+// bytes); one that fails leaves the old file as it was and no temporary
+// file beside it.
+func TestWriteAtomic(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name  string
+		write func(w io.Writer) error
+		err   error
+		want  string // the file's content after
+	}{
+		{"succeeds", func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }, nil, "new"},
+		{"fails after writing", func(w io.Writer) error { io.WriteString(w, "partial"); return boom }, boom, "old"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			name := filepath.Join(dir, "out")
+			if err := os.WriteFile(name, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeAtomic(name, tc.write); !errors.Is(err, tc.err) {
+				t.Fatalf("writeAtomic = %v; want %v", err, tc.err)
+			}
+			got, err := os.ReadFile(name)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("file = %q, %v; want %q", got, err, tc.want)
+			}
+			if fi, _ := os.Stat(name); tc.err == nil && fi.Mode().Perm() != 0o644 {
+				t.Errorf("mode %v; want 0644", fi.Mode().Perm())
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("%d files left in the directory; want only the file", len(ents))
+			}
+		})
 	}
 }

@@ -6,9 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -263,18 +262,12 @@ func imageBuildLoad(ctx context.Context, opts image.Options) (image.Result, erro
 // imageWriteArchive writes the image to the file name, atomically: a
 // failed build leaves no partial archive behind.
 func imageWriteArchive(ctx context.Context, opts image.Options, name string) (image.Result, error) {
-	f, err := os.CreateTemp(filepath.Dir(name), ".stockade-image-*")
-	if err != nil {
-		return image.Result{}, err
-	}
-	defer os.Remove(f.Name())
-	r, err := image.WriteArchive(ctx, opts, f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), name)
-	}
+	var r image.Result
+	err := writeAtomic(name, func(w io.Writer) error {
+		var err error
+		r, err = image.WriteArchive(ctx, opts, w)
+		return err
+	})
 	return r, err
 }
 

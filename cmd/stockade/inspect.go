@@ -90,7 +90,7 @@ Examples:
 }
 
 func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
-	rf := addRunFlags(fs, "inspect")
+	rf := addRunFlags(fs, "inspect").withOpenVEX(fs)
 	var (
 		worktree = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
 		timeout  = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
@@ -122,6 +122,9 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	}
 	if opts.Timeout <= 0 || opts.Deadline <= 0 {
 		return f.usagef("-timeout and -deadline must be positive")
+	}
+	if f.openVEX != nil && *f.openVEX != "" && opts.VulnDB == "" {
+		return f.usagef("-openvex needs a vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
 	}
 	dir, err := f.dir(args)
 	if err != nil {
@@ -165,8 +168,17 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	if err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
-	if rep.ExitCode != exitOK {
-		return &exitError{code: rep.ExitCode}
+	code := rep.ExitCode
+	switch err := f.writeOpenVEX(env, rep); {
+	case errors.Is(err, report.ErrNoVEX):
+		if code == exitOK {
+			code = exitFindings // a document was asked for and cannot be made
+		}
+	case err != nil:
+		return err
+	}
+	if code != exitOK {
+		return &exitError{code: code}
 	}
 	return nil
 }

@@ -29,6 +29,9 @@ type runFlags struct {
 	cgo          *bool
 	aptPackages  *string
 	verbose      *bool
+	// openVEX is -openvex FILE, defined by the commands that scan
+	// (withOpenVEX); nil for the others.
+	openVEX *string
 }
 
 // addRunFlags defines the shared flags on fs for command cmd.
@@ -48,8 +51,25 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 	}
 }
 
+// withOpenVEX defines -openvex on fs, for a command whose report may hold
+// a vulnerability scan. The document is a file beside the report, not a
+// form of it (-json is that): it carries no verdict and cannot say
+// "inconclusive", so the report on stdout and the exit code still do.
+func (f *runFlags) withOpenVEX(fs *flag.FlagSet) *runFlags {
+	f.openVEX = fs.String("openvex", "", "also write the vulnerability scan as an OpenVEX v0.2.0 document to `FILE` (docs/REPORT.md); not written, and the exit code is not 0, when the scan is inconclusive or did not run")
+	return f
+}
+
 // check refuses flag combinations that make no sense.
 func (f *runFlags) check() error {
+	if f.openVEX != nil && *f.openVEX != "" {
+		if fi, err := os.Stat(filepath.Dir(*f.openVEX)); err != nil || !fi.IsDir() {
+			return f.usagef("-openvex %s: its directory does not exist", *f.openVEX)
+		}
+		if fi, err := os.Stat(*f.openVEX); err == nil && !fi.Mode().IsRegular() {
+			return f.usagef("-openvex %s is not a regular file", *f.openVEX)
+		}
+	}
 	switch {
 	case *f.fixtureProxy != "" && *f.proxy != "":
 		return f.usagef("-fixture-proxy and -proxy cannot be used together")

@@ -2,8 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
 
+	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/scanner"
 	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb"
@@ -38,6 +45,18 @@ fix, with the upgrade that fixes each and one call trace, then the rest:
 called without a fix, imported, required. A scan whose output was cut
 short or cannot be read is inconclusive, never "no vulnerabilities".
 
+-openvex FILE also writes the scan as an OpenVEX v0.2.0 document
+(https://openvex.dev), made from the same scan as the report: a called
+vulnerability is "affected", with the upgrade that fixes it as the action;
+one only imported or required is "not_affected", justified as
+"vulnerable_code_not_in_execute_path", as govulncheck's own openvex output
+says. The document is the same for the same module, source, scanner and
+database: its timestamp is the database's modified time and its @id the
+sha256 of its content. An inconclusive scan exits 3, as a vulnerable one
+does, and writes no document: stderr says why, and a document an earlier
+run of Stockade left at FILE is removed, so FILE exists after a run only
+when this run wrote it.
+
 Exit codes:
 	0  no called vulnerability (imported or required ones may be listed)
 	1  Stockade itself failed (engine, filesystem, lock timeout, a scanner
@@ -52,13 +71,14 @@ Examples:
 
 	stockade scan -vulndb ~/vulndb .
 	STOCKADE_VULNDB=~/vulndb.zip stockade scan -json ./mymodule
+	stockade scan -vulndb ~/vulndb -openvex mymodule.openvex.json ./mymodule
 	stockade scan -vulndb testdata/vulndb -fixture-proxy testdata/modules testdata/repos/vuln`,
 		flags: scanFlags,
 	})
 }
 
 func scanFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
-	rf := addRunFlags(fs, "scan")
+	rf := addRunFlags(fs, "scan").withOpenVEX(fs)
 	var (
 		worktree = fs.Bool("worktree", false, "scan the working tree, uncommitted changes included, instead of the committed tree")
 		timeout  = fs.Duration("timeout", scanner.DefaultScanTimeout, "bound on the scanner's run, within -deadline")
@@ -74,4 +94,45 @@ func scanFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []s
 			Worktree: *worktree, Timeout: *timeout, Deadline: *deadline, VulnDB: db, ScanOnly: true,
 		})
 	}
+}
+
+// writeOpenVEX writes rep's scan to -openvex's file, atomically, when the
+// flag is set. When no document can be made (report.ErrNoVEX: no scan, or
+// an inconclusive one) it writes nothing, says why on stderr, removes a
+// document an earlier run of Stockade left at that path (it would
+// otherwise pass for this run's), and returns the error.
+func (f *runFlags) writeOpenVEX(env *cmdEnv, rep *report.Report) error {
+	if f.openVEX == nil || *f.openVEX == "" {
+		return nil
+	}
+	name := *f.openVEX
+	d, err := report.OpenVEX(rep)
+	if errors.Is(err, report.ErrNoVEX) {
+		fmt.Fprintf(env.stderr, "stockade %s: -openvex %s not written: %v\n", f.cmd, name, err)
+		if staleVEX(name) {
+			if rerr := os.Remove(name); rerr != nil {
+				return fmt.Errorf("removing the OpenVEX document an earlier run left at %s: %w", name, rerr)
+			}
+			fmt.Fprintf(env.stderr, "stockade %s: removed the OpenVEX document an earlier run left at %s\n", f.cmd, name)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(name, func(w io.Writer) error { return report.WriteOpenVEX(w, d) }); err != nil {
+		return fmt.Errorf("writing the OpenVEX document: %w", err)
+	}
+	return nil
+}
+
+// staleVEX reports whether the file name is an OpenVEX document Stockade
+// wrote (its @id has report.VEXIDPrefix).
+func staleVEX(name string) bool {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return false
+	}
+	var d report.VEX
+	return json.Unmarshal(b, &d) == nil && d.Context == report.VEXContext && strings.HasPrefix(d.ID, report.VEXIDPrefix)
 }

@@ -25,7 +25,7 @@ func (x *run) scan(ctx context.Context, dir string) (*report.VulnScan, error) {
 	if !ok {
 		return &report.VulnScan{Status: report.ScanInconclusive, Reasons: []string{"the -deadline ran out before the scan"}, Vulns: []report.Vuln{}}, nil
 	}
-	vs, err := scanner.Scan(ctx, x.r, x.scanner, dir, x.seed, d, x.log)
+	vs, err := scanner.Scan(ctx, x.r, x.scanner, dir, x.seed, scanner.Options{Timeout: d, Logger: x.log})
 	if err != nil {
 		return nil, err
 	}

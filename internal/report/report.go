@@ -1,6 +1,7 @@
 // Package report holds what `stockade inspect` found about a module and
 // renders it twice: as text a person reads in ten seconds, and as the JSON
-// machine report documented in docs/REPORT.md.
+// machine report documented in docs/REPORT.md; a vulnerability scan it
+// holds can also be written as an OpenVEX document (OpenVEX).
 //
 // Everything in a Report describes untrusted code and what it did; the
 // report never holds host secrets. It does hold host paths (Dir) and engine

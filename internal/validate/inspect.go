@@ -159,6 +159,10 @@ type InspectOptions struct {
 	// listing are skipped, and the verdict is the scan's
 	// (report.FinishScan). It needs VulnDB.
 	ScanOnly bool
+	// ScanOutputCap is how many bytes of each of the scanner's streams
+	// the scan keeps (scanner.Options.OutputCap); zero means
+	// scanner.DefaultOutputCap.
+	ScanOutputCap int64
 }
 
 // ErrScanNeedsDB reports ScanOnly without a VulnDB.
@@ -477,7 +481,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		if !ok {
 			return timedOut()
 		}
-		vs, err := scanner.Scan(ctx, r, scan, snap.Dir, seed, d, log)
+		vs, err := scanner.Scan(ctx, r, scan, snap.Dir, seed, scanner.Options{Timeout: d, OutputCap: o.ScanOutputCap, Logger: log})
 		if err != nil {
 			return nil, err
 		}

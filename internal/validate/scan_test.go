@@ -1,11 +1,15 @@
 package validate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +141,92 @@ func TestScan_RefusesTamperedScanner(t *testing.T) {
 		t.Fatalf("scan with a tampered scanner = %v; want a *VerifyError", err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// TestScan_OutputPastCapIsInconclusive: the real scanner's stream on the
+// fixture, cut at a cap set below its size, makes the scan inconclusive
+// (exit 3), never "no vulnerabilities": cut inside a message, and cut
+// exactly between two messages before the first finding, where what was
+// kept reads as a whole, valid stream with nothing in it and only the
+// truncation flag tells it from a clean scan.
+func TestScan_OutputPastCapIsInconclusive(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbDir := vulndbtest.Write(t, img.GoVersion)
+	between := firstMessagesEnd(t, img.GoVersion)
+	for _, tc := range []struct {
+		name    string
+		cap     int64
+		reasons int // how many reasons: 1 when only the cap can tell
+	}{
+		{"inside a message", 1000, 0},
+		{"between messages, before any finding", between, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+			defer cancel()
+			rep, err := Inspect(ctx, eng, InspectOptions{
+				Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, ScanOnly: true,
+				ScanOutputCap: tc.cap, LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := rep.Vulns
+			if rep.Verdict != report.Inconclusive || rep.ExitCode != 3 || s == nil || s.Status != report.ScanInconclusive {
+				t.Fatalf("verdict %s exit %d scan %+v; want inconclusive, 3", rep.Verdict, rep.ExitCode, s)
+			}
+			cut := fmt.Sprintf("the scanner's output passed its cap and was cut: %d of ", tc.cap)
+			if len(s.Reasons) == 0 || !strings.HasPrefix(s.Reasons[0], cut) {
+				t.Fatalf("reasons %q; want the cut first (%q...)", s.Reasons, cut)
+			}
+			if tc.reasons > 0 && len(s.Reasons) != tc.reasons {
+				t.Errorf("reasons %q; want only the cut: the kept stream should read as whole messages", s.Reasons)
+			}
+			if len(s.Vulns) != 0 {
+				t.Errorf("vulns %+v; want none read before the cut", s.Vulns)
+			}
+			var text bytes.Buffer
+			report.WriteText(&text, rep)
+			if strings.Contains(text.String(), "none found") {
+				t.Errorf("the text report says none found:\n%s", text.String())
+			}
+			t.Logf("reasons: %q", s.Reasons)
+		})
+	}
+}
+
+// firstMessagesEnd is the offset in the fixture's real govulncheck stream
+// (internal/vulnjson/testdata/fixture.json, the scan of repos/vuln with the
+// fixture database, its Go version made goVersion) where the messages
+// before the first osv or finding end: config, SBOM, progress.
+func firstMessagesEnd(t *testing.T, goVersion string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "vulnjson", "testdata", "fixture.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.ReplaceAll(b, []byte("go1.26.8"), []byte(goVersion))
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		var m map[string]json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("the fixture stream has no osv or finding message: %v", err)
+		}
+		if m["osv"] != nil || m["finding"] != nil {
+			break
+		}
+	}
+	// The decoder has read up to the end of the first osv message: go
+	// back to the newline that ends the message before it.
+	end := bytes.LastIndex(b[:dec.InputOffset()], []byte("}\n{"))
+	if end < 0 {
+		t.Fatal("no message boundary in the fixture stream")
+	}
+	return int64(end + 2)
 }
 
 // fixOf is the fixture's standard-library fix for goVersion: the next

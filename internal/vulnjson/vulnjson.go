@@ -40,8 +40,11 @@ type Output struct {
 	Stdout    []byte
 	Stderr    []byte
 	Truncated bool // a stream passed its cap
-	TimedOut  bool
-	OOMKilled bool
+	// StdoutBytes is how many bytes the scanner wrote to stdout, kept or
+	// not; zero when unknown.
+	StdoutBytes int64
+	TimedOut    bool
+	OOMKilled   bool
 }
 
 // maxStderr caps the scanner's stderr quoted in a reason, in bytes.
@@ -107,6 +110,8 @@ func Parse(out Output) report.VulnScan {
 		fail("the scanner timed out")
 	case out.OOMKilled:
 		fail("the scanner was killed for using too much memory")
+	case out.Truncated && out.StdoutBytes > int64(len(out.Stdout)):
+		fail("the scanner's output passed its cap and was cut: %d of %d bytes kept", len(out.Stdout), out.StdoutBytes)
 	case out.Truncated:
 		fail("the scanner's output passed its cap and was cut")
 	}

@@ -89,6 +89,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -195,7 +196,19 @@ type Config struct {
 	// GateTokenRevoker revokes a session's gate token on Reap when the
 	// session was not provisioned by this process; nil means none.
 	GateTokenRevoker sandbox.GateTokenRevoker
+	// ScheduleTimeout bounds how long Provision waits while the scheduler
+	// reports the session's pod unschedulable (no node has room, or none
+	// matches NodeSelector and Tolerations) before it removes the pod and
+	// fails with sandbox.ErrNoCapacity. Zero means DefaultScheduleTimeout;
+	// a negative value waits as long as Provision's context allows (for a
+	// cluster whose autoscaler adds nodes for pending pods).
+	ScheduleTimeout time.Duration
 }
+
+// DefaultScheduleTimeout is Config.ScheduleTimeout's zero value: the
+// scheduler retries an unschedulable pod when the cluster changes, so a
+// short wait rides out a session being reaped at the same time.
+const DefaultScheduleTimeout = 30 * time.Second
 
 // Provider is the Kubernetes implementation of sandbox.Provider.
 type Provider struct {
@@ -516,6 +529,29 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 	if ok, err := running(pod); ok || err != nil {
 		return pod, err
 	}
+	limit := p.cfg.ScheduleTimeout
+	if limit == 0 {
+		limit = DefaultScheduleTimeout
+	}
+	// unplaced fires limit after the scheduler first called the pod
+	// unschedulable, and is stopped once it is placed.
+	var unplaced <-chan time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	watchPlacement := func() {
+		switch why := unschedulable(pod); {
+		case why == "" || limit < 0:
+			unplaced = nil
+		case unplaced == nil:
+			timer = time.NewTimer(limit)
+			unplaced = timer.C
+		}
+	}
+	watchPlacement()
 	p.count()
 	w, err := p.cs.CoreV1().Pods(p.ns).Watch(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String(), ResourceVersion: pod.ResourceVersion,
@@ -528,6 +564,8 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 		select {
 		case <-ctx.Done():
 			return pod, fmt.Errorf("waiting for pod %s to run: %w", pod.Name, ctx.Err())
+		case <-unplaced:
+			return pod, fmt.Errorf("%w: pod %s unschedulable for %v: %s", sandbox.ErrNoCapacity, pod.Name, limit, unschedulable(pod))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				// The watch ended (server timeout): look again.
@@ -552,8 +590,23 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 			if ok, err := running(pod); ok || err != nil {
 				return pod, err
 			}
+			watchPlacement()
 		}
 	}
+}
+
+// unschedulable is the scheduler's message when it has called pod
+// unschedulable (never empty then), and "" otherwise.
+func unschedulable(pod *corev1.Pod) string {
+	if pod.Spec.NodeName != "" {
+		return ""
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return cmp.Or(c.Message, c.Reason)
+		}
+	}
+	return ""
 }
 
 // running reports whether both containers of pod run, and an error when

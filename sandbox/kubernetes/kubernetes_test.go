@@ -237,3 +237,37 @@ current-context: c
 	}
 	return f
 }
+
+// TestProvisionUnschedulable: a pod the scheduler cannot place (here no
+// node matches the selector) fails Provision with ErrNoCapacity after
+// ScheduleTimeout, not when the caller's context ends, and leaves no pod.
+func TestProvisionUnschedulable(t *testing.T) {
+	base, owner := cluster(t)
+	p, err := New(Config{Kubeconfig: os.Getenv(KubeconfigEnv), Owner: owner, RuntimeClassName: "stockade",
+		NodeSelector: map[string]string{"stockade.test/no-such-node": "true"}, ScheduleTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	_, err = p.Provision(ctx, sandbox.Spec{SessionID: "unplaced", Image: testImage})
+	if !errors.Is(err, sandbox.ErrNoCapacity) {
+		t.Fatalf("Provision = %v; want ErrNoCapacity", err)
+	}
+	if took := time.Since(t0); took > time.Minute {
+		t.Errorf("Provision took %v: the schedule timeout did not end the wait", took)
+	}
+	if !strings.Contains(err.Error(), "node") {
+		t.Errorf("error %q does not carry the scheduler's reason", err)
+	}
+	list, err := base.cs.CoreV1().Pods(base.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(map[string]string{label.Owner: owner}).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range list.Items {
+		if pod.DeletionTimestamp == nil {
+			t.Errorf("pod %s left behind", pod.Name)
+		}
+	}
+}
