@@ -67,6 +67,27 @@ func TestDependenciesAreJustified(t *testing.T) {
 	}
 }
 
+// TestTelemetryStaysInTheGate: the OpenTelemetry SDK, its exporters and
+// what they pull (gRPC among them) are linked only by the gate's program
+// and its telemetry packages, never by the session library or the CLI.
+func TestTelemetryStaysInTheGate(t *testing.T) {
+	allowed := map[string]bool{
+		"github.com/stockade/stockade/cmd/stockade-gate":       true,
+		"github.com/stockade/stockade/internal/gate/telemetry": true,
+		"github.com/stockade/stockade/internal/gate/otlptest":  true,
+	}
+	out := goTool(t, "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		for _, d := range strings.Fields(deps) {
+			if (strings.HasPrefix(d, "go.opentelemetry.io/") || strings.HasPrefix(d, "google.golang.org/grpc")) && !allowed[pkg] {
+				t.Errorf("%s links %s; only the gate's packages may", pkg, d)
+				break
+			}
+		}
+	}
+}
+
 func TestModTidy(t *testing.T) {
 	cmd := exec.Command("go", "mod", "tidy", "-diff")
 	if out, err := cmd.CombinedOutput(); err != nil {

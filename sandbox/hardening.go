@@ -200,6 +200,10 @@ const (
 	maxUID         = 1<<31 - 2
 )
 
+// ErrInvalidGate is what a backend's refusal of a malformed GateSpec
+// matches.
+var ErrInvalidGate = errors.New("sandbox: invalid gate spec")
+
 // ErrInvalidHardening is what Validate's refusals match.
 var ErrInvalidHardening = errors.New("sandbox: invalid hardening")
 
@@ -278,10 +282,20 @@ type GateSpec struct {
 	// /usr/local/bin/stockade-gate; "" means Stockade's own gate image,
 	// which the backend builds on first use from cmd/stockade-gate.
 	Image string
-	// OTelEndpoint is where the gate sends telemetry; "" sends none.
-	// Backends that cannot export refuse a non-empty one.
+	// OTelEndpoint is the OTLP/HTTP (protobuf) base URL the gate exports
+	// to: a span per request and counters, to OTelEndpoint+"/v1/traces"
+	// and +"/v1/metrics" (names and units: internal/gate's documentation,
+	// docs/SECURITY.md). It must be an http or https URL with a host and
+	// an explicit port and no credentials, query or fragment; its
+	// addresses obey the gate's address rules (never loopback or
+	// link-local; private only as the backend admits). The gate reaches it
+	// over its own outside network, not through its policy. Export never
+	// delays a request: what a slow or dead collector cannot take is
+	// dropped. "" sends none. A bad one is refused with ErrInvalidGate;
+	// backends that cannot export refuse a non-empty one.
 	OTelEndpoint string
-	// OTelInsecure sends telemetry without TLS.
+	// OTelInsecure sends telemetry without TLS; it is required for an
+	// http:// OTelEndpoint and refused with an https:// one.
 	OTelInsecure bool
 	// TokenMinter makes and records the session's gate token: the
 	// Provision that creates the gate calls Generate before the create and

@@ -6,6 +6,10 @@
 //	stockade-gate          serve proxy requests on :3128 (configuration from the environment)
 //	stockade-gate ready    exit 0 when the gate in this container serves
 //	stockade-gate log      print the egress record (JSON) of the gate in this container
+//
+// With STOCKADE_GATE_OTEL it exports a span per request and counters over
+// OTLP/HTTP (internal/gate/telemetry), and flushes them within
+// telemetry.ShutdownBudget when SIGTERM stops it.
 package main
 
 import (
@@ -60,7 +64,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 			return err
 		}
 	}
-	stopTelemetry, err := telemetry(ctx, st, &cfg)
+	stopTelemetry, err := startTelemetry(ctx, st, &cfg, logger)
 	if err != nil {
 		return err
 	}

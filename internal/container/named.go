@@ -116,20 +116,26 @@ const (
 	GateNanoCPUs    = SessionNanoCPUs
 	GateMemoryBytes = 128 << 20 // bytes
 	GatePidsLimit   = 64
+	// GateStopSeconds is how long a stop waits between SIGTERM and
+	// SIGKILL, in seconds: room for the gate's telemetry flush
+	// (internal/gate/telemetry.ShutdownBudget, 3 s; a test keeps them in
+	// step).
+	GateStopSeconds = 5
 )
 
 // GateSpec returns the start of session's egress gate container: the
 // session's labels with label.Role = label.RoleGate, nobody, docker-init as
-// PID 1, the gate's limits and the image's own command (the gate). The
+// PID 1, the gate's limits and stop timeout and the image's own command (the gate). The
 // caller adds the image, the gate's environment and its networks.
 func GateSpec(owner, session string) Spec {
 	l := label.Base(owner, label.KindSession)
 	l[label.Session] = session
 	l[label.Role] = label.RoleGate
 	return Spec{
-		User:   NobodyUser,
-		Limits: Limits{NanoCPUs: GateNanoCPUs, MemoryBytes: GateMemoryBytes, PidsLimit: GatePidsLimit},
-		Init:   true,
-		Labels: l,
+		User:        NobodyUser,
+		Limits:      Limits{NanoCPUs: GateNanoCPUs, MemoryBytes: GateMemoryBytes, PidsLimit: GatePidsLimit},
+		Init:        true,
+		Labels:      l,
+		StopTimeout: GateStopSeconds,
 	}
 }

@@ -25,13 +25,19 @@ import (
 
 // Upstream is the gate tests' outside world: one container of
 // testdata/upstream on a network of its own, with the DNS aliases
-// allowed.test, sub.allowed.test and denied.test.
+// allowed.test, sub.allowed.test, denied.test and collector.test (its OTLP
+// receiver, at OTLPEndpoint).
 type Upstream struct {
 	Network string       // the test network's name: the gates' Config.GateNetwork
 	Subnet  netip.Prefix // its range: the gates' Config.GateAllowPrivate
 	IP      string       // the upstream's address on it
 	id      string       // the upstream container
 }
+
+// OTLPEndpoint is the upstream's OTLP/HTTP receiver as a gate on the test
+// network names it (plain HTTP: GateSpec.OTelInsecure); the host reads
+// what it received at HTTPURL("/otlp/dump").
+const OTLPEndpoint = "http://collector.test:8080/otlp"
 
 var (
 	upstreamImgOnce sync.Once
@@ -101,7 +107,7 @@ func StartUpstream(t testing.TB, c *dockerapi.Client, owner string) *Upstream {
 		}
 		c.NetworkRemove(ctx, u.Network)
 	})
-	cfg, err := container.Spec{Image: img, Network: u.Network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test"}, Labels: labels}.Config()
+	cfg, err := container.Spec{Image: img, Network: u.Network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test", "collector.test"}, Labels: labels}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,10 +137,16 @@ func StartUpstream(t testing.TB, c *dockerapi.Client, owner string) *Upstream {
 	return u
 }
 
+// HTTPURL is the URL of path on the upstream's plain-HTTP port, from the
+// host.
+func (u *Upstream) HTTPURL(path string) string {
+	return "http://" + u.IP + ":8080" + path
+}
+
 // UDPCount asks the upstream how many UDP datagrams it received.
 func (u *Upstream) UDPCount() (string, error) {
 	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get("http://" + u.IP + ":8080/udp")
+	resp, err := cl.Get(u.HTTPURL("/udp"))
 	if err != nil {
 		return "", err
 	}

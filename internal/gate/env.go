@@ -51,7 +51,8 @@ func (s Settings) Env() map[string]string {
 	return env
 }
 
-// FromEnv reads Settings from getenv, refusing malformed hosts or ranges.
+// FromEnv reads Settings from getenv, refusing malformed hosts, ranges or
+// OTLP endpoint (CheckOTelEndpoint).
 func FromEnv(getenv func(string) string) (Settings, error) {
 	s := Settings{
 		Session:      getenv(EnvSession),
@@ -73,6 +74,11 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 			return s, fmt.Errorf("gate: %s: %w", EnvPrivate, err)
 		}
 		s.Policy.Private = append(s.Policy.Private, p.Masked())
+	}
+	if s.OTel != "" {
+		if _, err := CheckOTelEndpoint(s.OTel, s.OTelInsecure, s.Policy); err != nil {
+			return s, fmt.Errorf("gate: %s: %w", EnvOTel, err)
+		}
 	}
 	return s, nil
 }

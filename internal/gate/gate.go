@@ -26,7 +26,8 @@
 // The gate takes its configuration from its environment (see
 // cmd/stockade-gate): STOCKADE_GATE_ALLOW, STOCKADE_GATE_ANY,
 // STOCKADE_GATE_PRIVATE, STOCKADE_GATE_TOKEN, STOCKADE_GATE_SESSION,
-// STOCKADE_GATE_CONTROLPLANE, STOCKADE_GATE_LISTEN. It listens for proxy
+// STOCKADE_GATE_CONTROLPLANE, STOCKADE_GATE_OTEL, STOCKADE_GATE_OTEL_INSECURE
+// (Env names them). It listens for proxy
 // requests on ListenAddr (":3128") and for the host on an abstract Unix
 // socket (ControlSocket), which only processes in the gate's network
 // namespace can reach: the host runs `stockade-gate ready` or
@@ -46,6 +47,53 @@
 // placeholders. HTTPS requests are tunnels the gate cannot read, so their
 // placeholders go out unchanged: a credential for an HTTPS API must be
 // given by other means.
+//
+// # Telemetry
+//
+// With STOCKADE_GATE_OTEL (GateSpec.OTelEndpoint, checked by
+// CheckOTelEndpoint) the gate exports over OTLP/HTTP protobuf, to the
+// endpoint's path + TracesPath and + MetricsPath (internal/gate/telemetry,
+// the one package that links the OpenTelemetry SDK). The gate dials the
+// collector itself, over its outside network, with AddrDialer: not through
+// its policy (the connection is the gate's, not the sandbox's, so the host
+// rules do not apply), but under the same address rules, so a collector
+// name resolving to loopback, link-local or an unadmitted private address
+// is never dialled. The export never holds up a request: spans wait in a
+// bounded queue and are dropped when it is full; each export is bounded
+// by a timeout; at SIGTERM the gate flushes for at most
+// telemetry.ShutdownBudget. Values from the sandbox (host, method, reason)
+// are cut to 256 bytes.
+//
+// Resource attributes (every span and point):
+//
+//	service.name          string  "stockade-gate"
+//	stockade.session.id   string  the session ID
+//
+// One span per request, kind client (the gate's attempt to reach the
+// destination the sandbox named), named after the method ("GET",
+// "CONNECT"; "HTTP" for a method the conventions do not name). It starts
+// at the Record's Time and lasts its Duration. Its status is Error, with
+// the verdict as description, unless the verdict is allowed. Attributes,
+// semantic conventions first (semconv v1.43.0):
+//
+//	http.request.method           string  the method; "_OTHER" for one the conventions do not name
+//	http.request.method_original  string  that method as sent (only with "_OTHER")
+//	server.address                string  the host as the client named it (Record.Host)
+//	server.port                   int     the destination port (absent when malformed)
+//	network.peer.address          string  the IP address dialled (only when one was)
+//	network.peer.port             int     its port (only when one was dialled)
+//	http.response.status_code     int     the status the client got (absent when none)
+//	stockade.gate.verdict         string  allowed, refused, failed or invalid
+//	stockade.gate.reason          string  why, for anything but allowed (absent when empty)
+//	stockade.gate.bytes_up        int     bytes, client to upstream (request body or tunnel)
+//	stockade.gate.bytes_down      int     bytes, upstream to client (answer body or tunnel)
+//
+// Counters (cumulative, monotonic, integer), exported every
+// telemetry.DefaultMetricInterval and at shutdown; their attributes have
+// a handful of values, never a host:
+//
+//	stockade.gate.requests  unit {request}  by stockade.gate.verdict
+//	stockade.gate.bytes     unit By         by stockade.gate.direction ("up": client to upstream, "down")
 package gate
 
 import (
@@ -112,7 +160,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Dial connects to a vetted address ("ip:port"); nil means a
 	// net.Dialer with DialTimeout. Tests point it elsewhere.
-	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	Dial DialFunc
 }
 
 // Server is the proxy; it implements http.Handler.
@@ -152,7 +200,7 @@ type vetted struct {
 	used  netip.Addr // the one that answered
 }
 
-func (v *vetted) dial(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (net.Conn, error) {
+func (v *vetted) dial(ctx context.Context, dial DialFunc) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	var errs []error
@@ -174,21 +222,31 @@ func (s *Server) resolve(ctx context.Context, host string, port uint16) (v *vett
 	if err := s.cfg.Policy.AllowHost(host); err != nil {
 		return nil, true, err
 	}
-	h, _ := CanonicalHost(host)
+	return lookupVetted(ctx, s.cfg.Policy, s.resolver, host, port)
+}
+
+// lookupVetted resolves host (an IP literal stands for itself) and keeps
+// the addresses p.AllowAddr admits; refused is true when the address rules
+// (not DNS) left none. The host rules are the caller's.
+func lookupVetted(ctx context.Context, p Policy, r Resolver, host string, port uint16) (v *vetted, refused bool, err error) {
+	h, err := CanonicalHost(host)
+	if err != nil {
+		return nil, true, err
+	}
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(h); err == nil {
 		addrs = []netip.Addr{a}
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 		defer cancel()
-		if addrs, err = s.resolver.LookupNetIP(ctx, "ip4", h); err != nil {
+		if addrs, err = r.LookupNetIP(ctx, "ip4", h); err != nil {
 			return nil, false, fmt.Errorf("resolve %s: %w", h, err)
 		}
 	}
 	v = &vetted{port: port}
 	var first error
 	for _, a := range addrs {
-		if err := s.cfg.Policy.AllowAddr(a); err != nil {
+		if err := p.AllowAddr(a); err != nil {
 			if first == nil {
 				first = fmt.Errorf("%s: %w", h, err)
 			}
@@ -203,6 +261,38 @@ func (s *Server) resolve(ctx context.Context, host string, port uint16) (v *vett
 		return nil, true, first
 	}
 	return v, false, nil
+}
+
+// DialFunc connects to an address, as net.Dialer.DialContext does.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// AddrDialer returns the dial function of the gate's own connections (to
+// its OTLP collector): it resolves the host of addr ("host:port") with r
+// (nil: net.DefaultResolver), keeps the addresses p.AllowAddr admits and
+// dials them in turn with dial (nil: a net.Dialer with DialTimeout), the
+// way the proxy dials for the sandbox. Only the address rules apply: the
+// host is the gate's configuration, not the sandbox's request, so
+// p.Allowed and p.AnyHost are not asked. A refusal matches ErrAddress or
+// ErrBadHost.
+func AddrDialer(p Policy, r Resolver, dial DialFunc) DialFunc {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	if dial == nil {
+		d := &net.Dialer{Timeout: DialTimeout}
+		dial = d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := splitHostPort(addr, "")
+		if err != nil {
+			return nil, fmt.Errorf("gate: dial %s: %w", addr, err)
+		}
+		v, _, err := lookupVetted(ctx, p, r, host, port)
+		if err != nil {
+			return nil, fmt.Errorf("gate: dial %s: %w", addr, err)
+		}
+		return v.dial(ctx, dial)
+	}
 }
 
 // ServeHTTP implements http.Handler.

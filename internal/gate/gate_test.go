@@ -98,9 +98,10 @@ func (f fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, e
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
-// testGate runs a gate whose public addresses all lead to upstream (an
-// httptest server on loopback, which the policy would refuse).
-func testGate(t *testing.T, creds []Credential) (proxy *url.URL, log *Log, upstream *httptest.Server) {
+// testGate runs a gate of cfg (its Credentials and OnRecord; the rest is
+// the fixture's) whose public addresses all lead to upstream (an httptest
+// server on loopback, which the policy would refuse).
+func testGate(t testing.TB, cfg Config) (proxy *url.URL, log *Log, upstream *httptest.Server) {
 	upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "host=%s auth=%s path=%s", r.Host, r.Header.Get("Authorization"), r.URL.Path)
 	}))
@@ -119,7 +120,8 @@ func testGate(t *testing.T, creds []Credential) (proxy *url.URL, log *Log, upstr
 		Policy:      Policy{Allowed: []string{"allowed.test", "*.allowed.test"}},
 		Log:         log,
 		Resolver:    dns,
-		Credentials: creds,
+		Credentials: cfg.Credentials,
+		OnRecord:    cfg.OnRecord,
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if !strings.HasPrefix(addr, pub.String()+":") {
 				return nil, fmt.Errorf("dialled unvetted %s", addr)
@@ -135,7 +137,7 @@ func testGate(t *testing.T, creds []Credential) (proxy *url.URL, log *Log, upstr
 }
 
 func TestProxy(t *testing.T) {
-	proxy, log, _ := testGate(t, []Credential{{Placeholder: "PLACEHOLDER_1", Value: "Bearer real", Hosts: []string{"allowed.test"}}})
+	proxy, log, _ := testGate(t, Config{Credentials: []Credential{{Placeholder: "PLACEHOLDER_1", Value: "Bearer real", Hosts: []string{"allowed.test"}}}})
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
 	for _, tc := range []struct {
 		url    string
@@ -189,7 +191,7 @@ func TestProxy(t *testing.T) {
 }
 
 func TestConnect(t *testing.T) {
-	proxy, log, _ := testGate(t, nil)
+	proxy, log, _ := testGate(t, Config{})
 	for _, tc := range []struct {
 		target string
 		status string
@@ -225,7 +227,7 @@ func TestConnect(t *testing.T) {
 }
 
 func TestNotAProxyRequest(t *testing.T) {
-	proxy, _, _ := testGate(t, nil)
+	proxy, _, _ := testGate(t, Config{})
 	resp, err := http.Get(proxy.String() + "/direct")
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +239,8 @@ func TestNotAProxyRequest(t *testing.T) {
 }
 
 func TestEnvRoundTrip(t *testing.T) {
-	in := Settings{Policy: Policy{Allowed: []string{"a.test", "*.b.test"}, Private: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, Session: "s1", Token: "tok"}
+	in := Settings{Policy: Policy{Allowed: []string{"a.test", "*.b.test"}, Private: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, Session: "s1", Token: "tok",
+		OTel: "http://10.1.2.3:4318", OTelInsecure: true}
 	env := in.Env()
 	out, err := FromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -248,6 +251,16 @@ func TestEnvRoundTrip(t *testing.T) {
 	}
 	if _, err := FromEnv(func(k string) string { return map[string]string{EnvAllow: "a.test."}[k] }); err == nil {
 		t.Error("FromEnv accepted a trailing-dot host")
+	}
+	// The endpoint is judged with the ranges the environment admits.
+	for _, env := range []map[string]string{
+		{EnvOTel: "http://collector.test:4318"},
+		{EnvOTel: "http://10.1.2.3:4318", EnvOTelInsecure: "1"},
+		{EnvOTel: "http://127.0.0.1:4318", EnvOTelInsecure: "1", EnvPrivate: "0.0.0.0/0"},
+	} {
+		if _, err := FromEnv(func(k string) string { return env[k] }); !errors.Is(err, ErrOTelEndpoint) {
+			t.Errorf("FromEnv(%v) = %v; want ErrOTelEndpoint", env, err)
+		}
 	}
 }
 

@@ -124,7 +124,9 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 		g = &sandbox.GateSpec{}
 	}
 	if g.OTelEndpoint != "" {
-		return fmt.Errorf("docker: GateSpec.OTelEndpoint: this gate does not export telemetry yet: %w", sandbox.ErrNetworkingUnsupported)
+		if _, err := gate.CheckOTelEndpoint(g.OTelEndpoint, g.OTelInsecure, gate.Policy{Private: p.gatePrivate}); err != nil {
+			return fmt.Errorf("docker: GateSpec.OTelEndpoint: %w: %w", sandbox.ErrInvalidGate, err)
+		}
 	}
 	img, err := p.gateImage(ctx, g)
 	if err != nil {
@@ -142,13 +144,15 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 		Policy:       gate.Policy{Allowed: hosts, AnyHost: any, Private: p.gatePrivate},
 		Session:      string(id),
 		Controlplane: g.ControlplaneURL,
+		OTel:         g.OTelEndpoint,
+		OTelInsecure: g.OTelInsecure,
 	}
 	r.minter = g.TokenMinter
 	cs := container.GateSpec(p.owner, string(id))
 	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{gateAlias}, p.gateHosts
 	cs.Env = r.gateSettings.Env()
 	sum := sha256.Sum256([]byte(strings.Join([]string{img, strings.Join(hosts, ","), cs.Env[gate.EnvAny], cs.Env[gate.EnvPrivate],
-		strings.Join(p.gateHosts, ","), g.ControlplaneURL, p.gateOut}, "\x00")))
+		strings.Join(p.gateHosts, ","), g.ControlplaneURL, p.gateOut, cs.Env[gate.EnvOTel], cs.Env[gate.EnvOTelInsecure]}, "\x00")))
 	r.gateDigest = hex.EncodeToString(sum[:12])
 	cs.Labels[label.Spec] = r.gateDigest
 	r.gate = cs

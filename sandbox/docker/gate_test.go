@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/gate/otlptest"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"github.com/stockade/stockade/sandbox/sandboxtest"
@@ -107,6 +108,86 @@ func TestGate(t *testing.T) {
 		res := gsh(t, sbA, "busybox wget -q -O - http://allowed.test:8080/a")
 		if res.ExitCode != 0 || !strings.Contains(res.Stdout, "upstream host=allowed.test:8080 path=/a") {
 			t.Errorf("allowed GET = %+v", res)
+		}
+	})
+	t.Run("Telemetry", func(t *testing.T) {
+		// A gate exporting to the upstream's OTLP receiver: the gate
+		// reaches it over GateNetwork by name (collector.test, in the
+		// admitted test range), and each request is a span there.
+		g := &sandbox.GateSpec{OTelEndpoint: enginetest.OTLPEndpoint, OTelInsecure: true}
+		sb, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-otel", Image: img, Networking: limited, Gate: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Reap(ctx, "gate-otel")
+		if res := gsh(t, sb, "busybox wget -q -O - http://allowed.test:8080/otel"); res.ExitCode != 0 {
+			t.Fatalf("allowed GET = %+v", res)
+		}
+		if res := gsh(t, sb, "busybox wget -q -O - http://denied.test:8080/otel 2>&1"); res.ExitCode == 0 || !strings.Contains(res.Stdout, "403") {
+			t.Fatalf("denied GET = %+v; want 403", res)
+		}
+		// Stop the gate (SIGTERM, as the engine's stop sends): it flushes
+		// and exits on its own, before the kill. Spans would leave within
+		// the batch timeout anyway; the counters' first periodic export
+		// is 15 s after the gate started, so before that only the flush
+		// can have sent them.
+		gid := p.gateName("gate-otel")
+		jg, err := c.ContainerInspect(ctx, gid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, _ := time.Parse(time.RFC3339Nano, jg.State.StartedAt)
+		if err := c.ContainerStop(ctx, gid, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		stopped := time.Since(started)
+		if jg, err = c.ContainerInspect(ctx, gid); err != nil || jg.State.Running || jg.State.ExitCode != 0 {
+			t.Errorf("the gate after SIGTERM: %+v, %v; want it exited 0 by itself (flushed, not killed)", jg.State, err)
+		}
+		t.Logf("gate stopped %v after it started (the metric interval is 15 s)", stopped)
+		var d otlptest.Dump
+		var spans []otlptest.Span
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+			if d, err = otlptest.Fetch(ctx, u.HTTPURL("/otlp/dump")); err != nil {
+				t.Fatal(err)
+			}
+			spans = spans[:0]
+			for _, sp := range d.Spans {
+				if sp.Resource["stockade.session.id"] == "gate-otel" {
+					spans = append(spans, sp)
+				}
+			}
+			_, counted := d.Counter("stockade.gate.requests", map[string]string{"stockade.gate.verdict": "refused"})
+			if len(spans) >= 2 && counted || time.Now().After(deadline) {
+				break
+			}
+		}
+		if stopped < 15*time.Second {
+			if _, ok := d.Counter("stockade.gate.requests", map[string]string{"stockade.gate.verdict": "allowed"}); !ok {
+				t.Errorf("the gate stopped %v after it started and its counters are not at the collector: the SIGTERM flush did not send them", stopped)
+			}
+		}
+		byHost := map[string]otlptest.Span{}
+		for _, sp := range spans {
+			byHost[sp.Str["server.address"]] = sp
+		}
+		if a := byHost["allowed.test"]; a.Str["stockade.gate.verdict"] != "allowed" || a.Str["network.peer.address"] != u.IP || a.Int["server.port"] != 8080 || a.Int["http.response.status_code"] != 200 || a.Name != "GET" {
+			t.Errorf("span of the allowed GET: %+v; want verdict allowed, peer %s, port 8080, status 200", a, u.IP)
+		}
+		if r := byHost["denied.test"]; r.Str["stockade.gate.verdict"] != "refused" || r.Int["http.response.status_code"] != 403 || !strings.Contains(r.Str["stockade.gate.reason"], "host not allowed") || r.Status != "error" {
+			t.Errorf("span of the denied GET: %+v; want verdict refused, 403, its reason", r)
+		}
+		for _, v := range []string{"allowed", "refused"} {
+			if n, ok := d.Counter("stockade.gate.requests", map[string]string{"stockade.gate.verdict": v}); !ok || n < 1 {
+				t.Errorf("counter stockade.gate.requests{verdict=%s} = %d (found %v); want at least 1", v, n, ok)
+			}
+		}
+		if len(d.Errors) != 0 || len(spans) != 2 {
+			t.Errorf("the receiver holds %d spans of the session (want 2), decode errors %v", len(spans), d.Errors)
+		}
+		// The endpoint is part of the gate's pairing.
+		if _, err := p.Provision(ctx, sandbox.Spec{SessionID: "gate-otel", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}}); !errors.Is(err, sandbox.ErrSpecMismatch) {
+			t.Errorf("Provision of gate-otel without its endpoint = %v; want ErrSpecMismatch", err)
 		}
 	})
 	t.Run("UDPDoesNotLeave", func(t *testing.T) {
@@ -232,19 +313,26 @@ func TestGate(t *testing.T) {
 		}
 	})
 	t.Run("FailedGateLeavesNothing", func(t *testing.T) {
-		// A gate that cannot start (its control plane refuses it) and a
-		// token that cannot be persisted each fail Provision, and leave
-		// no object of the session.
-		for i, g := range []*sandbox.GateSpec{
-			{ControlplaneURL: "http://" + u.IP + ":8080/not-a-control-plane"},
-			{TokenMinter: failingMinter{}},
-			{OTelEndpoint: "http://collector.invalid:4318"}, // not built: refused, not ignored
+		// A gate that cannot start (its control plane refuses it), a
+		// token that cannot be persisted and an OTLP endpoint the address
+		// rules or the URL rules refuse each fail Provision, and leave no
+		// object of the session.
+		for i, tc := range []struct {
+			g    *sandbox.GateSpec
+			want error // nil: any error
+		}{
+			{&sandbox.GateSpec{ControlplaneURL: "http://" + u.IP + ":8080/not-a-control-plane"}, nil},
+			{&sandbox.GateSpec{TokenMinter: failingMinter{}}, nil},
+			{&sandbox.GateSpec{OTelEndpoint: "http://127.0.0.1:4318", OTelInsecure: true}, sandbox.ErrInvalidGate},
+			{&sandbox.GateSpec{OTelEndpoint: "http://collector.test:4318"}, sandbox.ErrInvalidGate}, // plain HTTP without OTelInsecure
+			{&sandbox.GateSpec{OTelEndpoint: "https://user:pw@collector.test:4318"}, sandbox.ErrInvalidGate},
 		} {
+			g := tc.g
 			id := domain.ID(fmt.Sprintf("gate-fail%d", i))
 			start := time.Now()
 			_, err := p.Provision(ctx, sandbox.Spec{SessionID: id, Image: img, Networking: limited, Gate: g})
-			if err == nil {
-				t.Errorf("Provision with gate %+v succeeded; want an error", g)
+			if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("Provision with gate %+v = %v; want an error (%v)", g, err, tc.want)
 			}
 			t.Logf("failed Provision in %v: %v", time.Since(start), err)
 			ids, err := p.Owned(ctx)

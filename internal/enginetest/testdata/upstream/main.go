@@ -2,7 +2,9 @@
 // on the test network: plain HTTP on :8080 and HTTPS (a certificate it
 // makes at start, for every name) on :8443, both answering
 // "upstream host=<Host> path=<path>" or, for /bytes?n=N, N bytes; and UDP
-// on :9999, counting datagrams, whose count GET /udp answers. It is test
+// on :9999, counting datagrams, whose count GET /udp answers; and an OTLP/HTTP
+// receiver under /otlp (otlptest: exports POSTed to /otlp/v1/traces and
+// /otlp/v1/metrics, what it decoded at GET /otlp/dump). It is test
 // code, built by the tests with the host's go command. Its TLS accepts what
 // busybox's ssl_client (the tests' TLS client) offers: RSA key exchange and
 // SHA-1 handshake signatures, which Go no longer allows by default.
@@ -26,6 +28,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/stockade/stockade/internal/gate/otlptest"
 )
 
 func main() {
@@ -44,6 +48,7 @@ func main() {
 	}()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/udp", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, udp.Load()) })
+	mux.Handle("/otlp/", http.StripPrefix("/otlp", &otlptest.Receiver{}))
 	zeros := make([]byte, 1<<20)
 	mux.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
@@ -66,7 +71,7 @@ func main() {
 		log.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream"},
-		DNSNames: []string{"allowed.test", "sub.allowed.test", "denied.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+		DNSNames: []string{"allowed.test", "sub.allowed.test", "denied.test", "collector.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		log.Fatal(err)
