@@ -57,6 +57,29 @@ func testImage(t *testing.T, eng *dockerapi.Client, withGo bool) string {
 	return r.id
 }
 
+var gateImg struct {
+	once sync.Once
+	id   string
+	err  error
+}
+
+// gateImage builds the egress gate's image (image.BuildGate) once per test
+// process, for tests that must build it before they change the host's
+// environment.
+func gateImage(t *testing.T, eng *dockerapi.Client) string {
+	t.Helper()
+	gateImg.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := image.BuildGate(ctx, eng, image.Options{})
+		gateImg.id, gateImg.err = res.ID, err
+	})
+	if gateImg.err != nil {
+		t.Fatalf("build the gate image: %v", gateImg.err)
+	}
+	return gateImg.id
+}
+
 // testDataDir returns a data directory under the home directory (so a
 // VM-backed engine can see it), removed at the end of the test.
 func testDataDir(t *testing.T) string {
@@ -233,11 +256,12 @@ printf '#!/bin/sh\necho ran\n' > /tmp/t.sh && chmod +x /tmp/t.sh && /tmp/t.sh`
 // container; each profile's environment is exactly what Env lists, plus
 // what the image and the engine set.
 func TestEnv_FromScratchInEveryProfile(t *testing.T) {
+	eng := enginetest.Client(t)
+	gimg := gateImage(t, eng) // with the host's own GOFLAGS
 	t.Setenv("STOCKADE_TEST_TOKEN", "secret")
 	t.Setenv("GOFLAGS", "-mod=vendor")
-	eng := enginetest.Client(t)
 	img := testImage(t, eng, false)
-	r := openRunner(t, eng, img, nil)
+	r := openRunner(t, eng, img, func(o *Options) { o.Config.GateImage = gimg })
 	snap, _ := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
 	st, _ := r.NewStaging(snap)
 	bc, _ := r.NewBuildCache()

@@ -38,6 +38,12 @@ func (e *creatingEngine) ContainerRemove(ctx context.Context, id string, opts do
 	return nil
 }
 
+func (e *creatingEngine) NetworkList(context.Context, dockerapi.Filters) ([]dockerapi.Network, error) {
+	return nil, nil
+}
+
+func (e *creatingEngine) NetworkRemove(context.Context, string) error { return dockerapi.ErrNotFound }
+
 // TestReap_WaitsForContainerBeingCreated: a container the engine lists but
 // cannot remove yet (not found: still being created) is removed once it
 // can be, not skipped as gone.

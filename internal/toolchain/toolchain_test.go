@@ -36,12 +36,12 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 		job  Job
 		want want
 	}{
-		{"acquire", nil, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
-			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true}, "bridge"}},
+		{"acquire", nil, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true}, "gn"}},
 		{"acquire fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, FixtureProxyDir: false}, "none"}},
-		{"mutate", nil, Job{Profile: Mutate, Cmd: []string{"go", "mod", "tidy", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st"},
-			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true}, "bridge"}},
+		{"mutate", nil, Job{Profile: Mutate, Cmd: []string{"go", "mod", "tidy", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true}, "gn"}},
 		{"execute", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
 		{"execute work tree", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", WorkTree: "/d/wt", ModCache: "/d/mc", BuildCache: "/d/bc"},
@@ -50,8 +50,8 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true, ToolsDir: false, VulnDBDir: false}, "none"}},
 		{"execute fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
-		{"tool", func(c *Config) { c.FixtureProxy, c.ScanTools, c.ScanVulnDB = "/d/fp", "/d/tools", "/d/vdb" }, Job{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin"},
-			want{map[string]bool{TmpDir: true, ModCacheDir: true, BuildCacheDir: true, ToolsDir: true}, "bridge"}},
+		{"tool", func(c *Config) { c.FixtureProxy, c.ScanTools, c.ScanVulnDB = "/d/fp", "/d/tools", "/d/vdb" }, Job{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, ModCacheDir: true, BuildCacheDir: true, ToolsDir: true}, "gn"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,18 +113,22 @@ func TestEnv_FromScratch(t *testing.T) {
 	}
 	fixture := Config{FixtureProxy: "/fp"}
 	custom := Config{Proxy: "https://goproxy.example", SumDB: "sum.example"}
+	gate := "http://stockade-gate:3128" // the run's egress gate
+	proxied := func(kv ...string) map[string]string {
+		return with(append(kv, "HTTP_PROXY", gate, "HTTPS_PROXY", gate, "http_proxy", gate, "https_proxy", gate)...)
+	}
 	tests := []struct {
 		p    Profile
 		cfg  Config
 		want map[string]string
 	}{
-		{Acquire, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
-		{Mutate, custom, with("GOPROXY", "https://goproxy.example", "GOSUMDB", "sum.example")},
+		{Acquire, Config{}, proxied("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
+		{Mutate, custom, proxied("GOPROXY", "https://goproxy.example", "GOSUMDB", "sum.example")},
 		{Execute, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
 		{Acquire, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
 		{Execute, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
-		{Tool, fixture, with("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
-		{Tool, custom, with("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
+		{Tool, fixture, proxied("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
+		{Tool, custom, proxied("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
 	}
 	for _, tt := range tests {
 		if got := Env(tt.p, tt.cfg); !reflect.DeepEqual(got, tt.want) {
@@ -283,7 +287,7 @@ func TestNewSpec_ModuleCommandsOnly(t *testing.T) {
 	seedProg := "/stockade/seed/bin/cacheprog /stockade/seed/cache"
 	seedMount := []container.Mount{{Type: container.Bind, Source: "/seed", Target: "/stockade/seed"}}
 	acquire := func(argv ...string) Job {
-		return Job{Profile: Acquire, Cmd: argv, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"}
+		return Job{Profile: Acquire, Cmd: argv, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", gateNet: "gn"}
 	}
 	mutate := func(argv ...string) Job {
 		j := acquire(argv...)
