@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/imagetable"
@@ -159,6 +161,14 @@ type InspectOptions struct {
 	// listing are skipped, and the verdict is the scan's
 	// (report.FinishScan). It needs VulnDB.
 	ScanOnly bool
+	// GateNetwork names the network the run's egress gates reach the
+	// module proxy on (toolchain.Config.GateNetwork); empty means the
+	// engine's "bridge".
+	GateNetwork string
+	// GateAllowPrivate lists the private ranges the run's egress gates
+	// may reach (a proxy on an internal network); nil refuses every
+	// private destination (toolchain.Config.GateAllowPrivate).
+	GateAllowPrivate []netip.Prefix
 }
 
 // ErrScanNeedsDB reports ScanOnly without a VulnDB.
@@ -409,10 +419,11 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config:         toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir},
-		LockTimeout:    max(lockWait, 0),
-		OnLockWait:     o.OnLockWait,
-		Logger:         log,
+		Config: toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		LockTimeout: max(lockWait, 0),
+		OnLockWait:  o.OnLockWait,
+		Logger:      log,
 	})
 	cancel()
 	if cut(pctx, err) || errors.Is(err, toolchain.ErrLocked) && lockWait < o.LockTimeout {
@@ -493,9 +504,14 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	got, snap, err := AcquireSnapshot(ctx, r, snap, m, ic.img, time.Now().Add(d))
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
+	}
+	recs, err := egressOf(ctx, r, rep, "acquire")
+	if err != nil {
+		return nil, err
+	}
+	switch {
 	case got.TimedOut:
 		return timedOut()
 	case got.NewerToolchain != nil:
@@ -503,6 +519,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return finish()
 	case got.Failure != nil:
 		rep.Acquisition = got.Failure
+		rep.Acquisition.RefusedHosts = report.RefusedHosts(recs)
 		return finish()
 	case got.Updated != nil:
 		// From here on the tree with the updated manifests is the one
@@ -549,7 +566,25 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	} else {
 		rep.Candidates = cands
 	}
+	if _, err := egressOf(ctx, r, rep, "candidates"); err != nil {
+		return nil, err
+	}
 	return finish()
+}
+
+// egressOf adds to rep the record of phase: what the run's egress gates
+// saw since the phase before (toolchain.Runner.TakeEgress), and returns
+// it. A run without network (a fixture proxy) has none and adds nothing.
+func egressOf(ctx context.Context, r *toolchain.Runner, rep *report.Report, phase string) ([]domain.EgressRecord, error) {
+	if r.Config().FixtureProxy != "" {
+		return nil, nil
+	}
+	recs, lost, err := r.TakeEgress(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("validate: the egress record of %s: %w", phase, err)
+	}
+	rep.AddEgress(phase, recs, lost)
+	return recs, nil
 }
 
 // maxAcquisitionDetail caps the go command's stderr kept in the report of
