@@ -135,6 +135,10 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	lockTimeout := *f.lockTimeout
 	opts.Dir, opts.FixtureProxy, opts.Proxy, opts.DataDir, opts.LockTimeout = dir, fp, *f.proxy, *f.dataDir, lockTimeout
 	opts.Image, opts.Pull, opts.Cgo, opts.AptPackages, opts.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
+	opts.GateNetwork = *f.gateNetwork
+	if opts.GateAllowPrivate, err = f.private(); err != nil {
+		return err
+	}
 	// Waiting is the one thing said off a terminal: a run that seems to
 	// hang should say why.
 	opts.OnLockWait = func(holder string) {

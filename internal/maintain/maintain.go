@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -86,6 +87,11 @@ type Options struct {
 	FixtureProxy string
 	// Proxy is GOPROXY; empty means validate.DefaultProxy.
 	Proxy string
+	// GateNetwork and GateAllowPrivate are the run's egress gates'
+	// outside network and admitted private ranges, as
+	// validate.InspectOptions has them.
+	GateNetwork      string
+	GateAllowPrivate []netip.Prefix
 	// Timeout bounds each validation; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Deadline bounds the whole run; zero means DefaultDeadline. When it
@@ -532,10 +538,11 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config:         toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB},
-		LockTimeout:    min(o.LockTimeout, d),
-		OnLockWait:     o.OnLockWait,
-		Logger:         o.Logger,
+		Config: toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		LockTimeout: min(o.LockTimeout, d),
+		OnLockWait:  o.OnLockWait,
+		Logger:      o.Logger,
 	})
 }
 
