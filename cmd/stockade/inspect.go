@@ -33,6 +33,15 @@ proxy only), runs go list, go build, go vet and go test -json in one
 container without network and with a fresh build cache (execute profile),
 lists newer versions of the direct dependencies, and prints a report.
 
+Acquisition reaches the network only through an egress gate of the run,
+which admits the hosts of the -proxy entries and of the checksum database
+and nothing else; each phase's requests are in the report (a one-line
+summary; all of them with -json), and a host the gate refused during a
+failed acquisition is named. -gate-network names the network the gate
+reaches the proxy on (default the engine's bridge); -gate-allow-private
+admits private ranges, such as a proxy on an internal network. With
+-fixture-proxy there is no network at all.
+
 Layouts not supported yet (go.work workspaces, vendoring, nested modules,
 local replace targets, submodules, symlinks leaving the repository) are
 refused before any container runs, and so is a go directive newer than

@@ -289,5 +289,6 @@ func ListVersions(ctx context.Context, acq Execer, paths []string) (map[string][
 	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
 		return nil, fmt.Errorf("validate: listing versions: %s", commandFailure(out, reason))
 	}
-	return parseVersions(out.Stdout)
+	versions, _, err := parseVersions(out.Stdout)
+	return versions, err
 }
