@@ -232,7 +232,7 @@ func EnsureNetwork(ctx context.Context, eng Engine, s NetworkSpec) (created bool
 		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
 			// The name (another create) or the subnet (another network)
 			// went meanwhile: look again.
-			if err := sleep(ctx, time.Duration(round+1)*20*time.Millisecond); err != nil {
+			if err := container.Sleep(ctx, time.Duration(round+1)*20*time.Millisecond); err != nil {
 				return created, fmt.Errorf("egress: create network %s: %w", s.Name, err)
 			}
 		default:
@@ -355,7 +355,7 @@ func WaitReady(ctx context.Context, eng Engine, cid, name string, log *slog.Logg
 		if ierr == nil && !c.State.Running && c.State.Status != "created" && c.State.Status != "restarting" {
 			return fmt.Errorf("egress: gate %s %s (exit status %d) before it was ready: %w", name, c.State.Status, c.State.ExitCode, ErrGateDown)
 		}
-		if err := sleep(ctx, time.Duration(min(i+1, 10))*20*time.Millisecond); err != nil {
+		if err := container.Sleep(ctx, time.Duration(min(i+1, 10))*20*time.Millisecond); err != nil {
 			return fmt.Errorf("egress: gate %s not ready after %v (last: %v): %w", name, ReadyBudget, errors.Join(err, ierr), ErrGateDown)
 		}
 	}
@@ -376,18 +376,6 @@ func ReadLog(ctx context.Context, eng container.ExecEngine, cid, name string, lo
 		return dump, fmt.Errorf("egress: read the record of %s: %w", name, err)
 	}
 	return dump, nil
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Record is one request a gate saw.

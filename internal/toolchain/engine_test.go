@@ -1027,12 +1027,8 @@ func TestTool_BehindTheGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	f := dockerapi.LabelsFilter(map[string]string{label.Owner: owner})
-	if ns, err := eng.NetworkList(ctx, f); err != nil || len(ns) != 0 {
-		t.Errorf("after Reap: networks %v, %v; want none", ns, err)
-	}
-	if cs, err := eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f}); err != nil || len(cs) != 0 {
-		t.Errorf("after Reap: containers %v, %v; want none", cs, err)
+	if left, err := enginetest.Leftovers(ctx, eng, map[string]string{label.Owner: owner}); err != nil || len(left) != 0 {
+		t.Errorf("after Reap: %q, %v; want nothing left", left, err)
 	}
 	if _, _, err := r.TakeEgress(ctx); !errors.Is(err, egress.ErrGateDown) {
 		t.Errorf("TakeEgress of a reaped gate = %v; want ErrGateDown", err)

@@ -118,25 +118,17 @@ func TestInspect_BehindTheGate(t *testing.T) {
 	}
 }
 
-// leftovers fails t if a container or network of owner's runs is left
-// (the upstream's are labelled with another owner).
+// leftovers fails t if a container, volume or network of owner's runs is
+// left (the upstream's are labelled with another owner).
 func leftovers(t *testing.T, eng *dockerapi.Client, owner string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	f := dockerapi.LabelsFilter(map[string]string{label.Owner: owner})
-	cs, err := eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
+	left, err := enginetest.Leftovers(ctx, eng, map[string]string{label.Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := eng.NetworkList(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cs {
-		t.Errorf("container %v left", c.Names)
-	}
-	for _, n := range ns {
-		t.Errorf("network %s left", n.Name)
+	if len(left) > 0 {
+		t.Errorf("left in the engine: %q", left)
 	}
 }

@@ -1093,12 +1093,5 @@ func sleep(ctx context.Context, d time.Duration, skip bool) error {
 	if skip {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return container.Sleep(ctx, d)
 }
