@@ -402,6 +402,9 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		if note != "" {
 			rep.Notes = append(rep.Notes, note)
 		}
+		if scan.Built {
+			rep.AddEgress("scanner", scan.Egress, scan.EgressLost)
+		}
 	}
 
 	phase("lock")
