@@ -9,11 +9,11 @@ import (
 )
 
 // Egress is what the run's egress gates recorded during one phase with
-// network (internal/toolchain: acquire and mutate behind the gate): every
-// request the go command made through them, with the gate's verdict.
+// network (internal/toolchain: acquire, mutate and tool behind the gate):
+// every request the go command made through them, with the gate's verdict.
 type Egress struct {
-	// Phase is the phase of Timings it belongs to: "acquire",
-	// "candidates".
+	// Phase is the phase of Timings it belongs to: "scanner" (the
+	// scanner's build, when this run built it), "acquire", "candidates".
 	Phase string `json:"phase"`
 	// Records are the gate's records of the phase, oldest first
 	// (domain.EgressRecord: time, method, host, port, address dialled,
