@@ -81,10 +81,12 @@ const (
 	// MaxLogBytes bounds the record ReadLog reads, in bytes: the gate
 	// keeps gate.DefaultLogRecords records of a few hundred bytes.
 	MaxLogBytes = 4 << 20
-	// maxNetworkRounds bounds how often EnsureNetwork looks for the
-	// network and tries to create it while another create holds the name
-	// or the subnet; the waits between rounds add up to about 16 s.
-	maxNetworkRounds = 40
+	// NetworkRounds bounds how often EnsureNetwork (and sandbox/docker's
+	// owner network) looks for a network and tries to create it while
+	// another create holds the name or the subnet (the engine refuses the
+	// name before it lists the network); the waits between rounds add up
+	// to about 16 s.
+	NetworkRounds = 40
 	// removeBudget bounds each removal of Gate.Close.
 	removeBudget = 30 * time.Second
 )
@@ -198,7 +200,7 @@ type NetworkSpec struct {
 // one the engine did not keep internal with InhibitOption is
 // ErrNotIsolated.
 func EnsureNetwork(ctx context.Context, eng Engine, s NetworkSpec) (created bool, err error) {
-	for round := 0; round < maxNetworkRounds; round++ {
+	for round := 0; round < NetworkRounds; round++ {
 		n, err := FindNetwork(ctx, eng, s.Name)
 		if err == nil {
 			if !label.Has(n.Labels, s.Labels) || n.Driver != "bridge" {
@@ -239,7 +241,7 @@ func EnsureNetwork(ctx context.Context, eng Engine, s NetworkSpec) (created bool
 			return created, fmt.Errorf("egress: create network %s: %w", s.Name, err)
 		}
 	}
-	return created, fmt.Errorf("egress: create network %s: still taken, or no free /%d in %s, after %d rounds", s.Name, SubnetBits, s.Pool, maxNetworkRounds)
+	return created, fmt.Errorf("egress: create network %s: still taken, or no free /%d in %s, after %d rounds", s.Name, SubnetBits, s.Pool, NetworkRounds)
 }
 
 // RemoveNetwork removes the network named name if it is there and carries

@@ -40,12 +40,6 @@ const ownerSubnetBits = 24
 // between containers of the bridge.
 const iccOption = "com.docker.network.bridge.enable_icc"
 
-// maxNetworkRounds bounds how often networkFor looks for the owner's
-// network and tries to create it, when another create holds the name or
-// subnet (the engine refuses the name before it lists the network); the
-// waits between rounds add up to about 16 s.
-const maxNetworkRounds = 40
-
 // parsePool checks a Config.SubnetPool: an IPv4 CIDR, masked, wide enough
 // for one owner's subnet.
 func parsePool(s string) (netip.Prefix, error) {
@@ -103,7 +97,7 @@ func (p *Provider) findNetwork(ctx context.Context, name string) (dockerapi.Netw
 // that finds the name taken uses the network it finds after checking it.
 func (p *Provider) networkFor(ctx context.Context) (string, error) {
 	name := p.networkName()
-	for round := 0; round < maxNetworkRounds; round++ {
+	for round := 0; round < egress.NetworkRounds; round++ {
 		n, err := p.findNetwork(ctx, name)
 		if err == nil {
 			if !p.ownNetwork(n) {
@@ -146,7 +140,7 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("docker: create network %s: %w", name, err)
 		}
 	}
-	return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, maxNetworkRounds)
+	return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, egress.NetworkRounds)
 }
 
 // networkGone reports whether the owner's network no longer exists (a Reap
