@@ -133,3 +133,16 @@ func Leftovers(ctx context.Context, c *dockerapi.Client, labels map[string]strin
 	}
 	return out, nil
 }
+
+// Podman reports whether c's engine is Podman, whose differences the
+// backends refuse rather than absorb (NetUnrestricted, gate networks).
+func Podman(t testing.TB, c *dockerapi.Client) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := c.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Podman()
+}

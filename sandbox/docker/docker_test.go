@@ -80,17 +80,10 @@ func leftovers(c *dockerapi.Client, owner string) func(ctx context.Context) ([]s
 	}
 }
 
-// isPodman reports whether c's engine is Podman, whose differences the
-// backend refuses rather than absorbs (NetUnrestricted).
+// isPodman reports whether c's engine is Podman (enginetest.Podman).
 func isPodman(t testing.TB, c *dockerapi.Client) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v, err := c.Version(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v.Podman()
+	return enginetest.Podman(t, c)
 }
 
 func TestContract(t *testing.T) {
