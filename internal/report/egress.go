@@ -25,12 +25,13 @@ type Egress struct {
 	Lost int64 `json:"lost,omitempty"`
 }
 
-// AddEgress appends the record of phase.
-func (r *Report) AddEgress(phase string, recs []domain.EgressRecord, lost int64) {
+// NewEgress returns the record of phase: recs (nil becomes []) and how
+// many records were lost.
+func NewEgress(phase string, recs []domain.EgressRecord, lost int64) Egress {
 	if recs == nil {
 		recs = []domain.EgressRecord{}
 	}
-	r.Egress = append(r.Egress, Egress{Phase: phase, Records: recs, Lost: lost})
+	return Egress{Phase: phase, Records: recs, Lost: lost}
 }
 
 // RefusedHosts returns the hosts recs' gate refused, sorted, each once.
@@ -56,10 +57,10 @@ const maxEgressHosts = 3
 // egressVerdicts are the verdicts in the order the summary names them.
 var egressVerdicts = []string{domain.EgressAllowed, domain.EgressRefused, domain.EgressFailed, domain.EgressInvalid}
 
-// egressLine is the text report's one line about egress: per phase, how
+// EgressLine is the text reports' one line about egress: per phase, how
 // many requests got each verdict and to which hosts, such as "egress:
 // acquire 3 allowed (proxy.golang.org), 1 refused (evil.example)".
-func egressLine(es []Egress) string {
+func EgressLine(es []Egress) string {
 	parts := make([]string, 0, len(es))
 	for _, e := range es {
 		var vs []string

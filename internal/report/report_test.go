@@ -145,7 +145,7 @@ func egressRefused() *Report {
 	r.Source = &Source{Kind: "directory"}
 	r.Acquisition = &Acquisition{Reason: "go mod download failed (exit 1)", RefusedHosts: RefusedHosts(recs),
 		Detail: "go: example.com/dep@v1.0.0: reading http://proxy.test:8080/example.com/dep/@v/v1.0.0.info: 403 Forbidden\n"}
-	r.AddEgress("acquire", recs, 0)
+	r.Egress = append(r.Egress, NewEgress("acquire", recs, 0))
 	r.Finish(3 * time.Millisecond)
 	return r
 }
@@ -166,8 +166,8 @@ func TestEgressLine(t *testing.T) {
 		{[]Egress{{Phase: "acquire", Records: []domain.EgressRecord{rec("a", "refused"), rec("b", "refused"), rec("c", "refused"), rec("d", "refused"), rec("a", "invalid")}}},
 			"egress: acquire 4 refused (a, b, c, +1 more), 1 invalid (a)"},
 	} {
-		if got := egressLine(tt.es); got != tt.want {
-			t.Errorf("egressLine(%+v) = %q; want %q", tt.es, got, tt.want)
+		if got := EgressLine(tt.es); got != tt.want {
+			t.Errorf("EgressLine(%+v) = %q; want %q", tt.es, got, tt.want)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString("\n")
 	}
 	if len(r.Egress) > 0 {
-		fmt.Fprintf(&b, "  %s\n", egressLine(r.Egress))
+		fmt.Fprintf(&b, "  %s\n", EgressLine(r.Egress))
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)

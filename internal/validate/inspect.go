@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/imagetable"
@@ -403,7 +402,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 			rep.Notes = append(rep.Notes, note)
 		}
 		if scan.Built {
-			rep.AddEgress("scanner", scan.Egress, scan.EgressLost)
+			rep.Egress = append(rep.Egress, report.NewEgress("scanner", scan.Egress, scan.EgressLost))
 		}
 	}
 
@@ -510,10 +509,11 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if err != nil {
 		return nil, err
 	}
-	recs, err := egressOf(ctx, r, rep, "acquire")
+	acquired, err := EgressOf(ctx, r, "acquire")
 	if err != nil {
 		return nil, err
 	}
+	rep.Egress = append(rep.Egress, acquired...)
 	switch {
 	case got.TimedOut:
 		return timedOut()
@@ -522,7 +522,9 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return finish()
 	case got.Failure != nil:
 		rep.Acquisition = got.Failure
-		rep.Acquisition.RefusedHosts = report.RefusedHosts(recs)
+		for _, e := range acquired {
+			rep.Acquisition.RefusedHosts = report.RefusedHosts(e.Records)
+		}
 		return finish()
 	case got.Updated != nil:
 		// From here on the tree with the updated manifests is the one
@@ -569,25 +571,12 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	} else {
 		rep.Candidates = cands
 	}
-	if _, err := egressOf(ctx, r, rep, "candidates"); err != nil {
+	listed, err := EgressOf(ctx, r, "candidates")
+	if err != nil {
 		return nil, err
 	}
+	rep.Egress = append(rep.Egress, listed...)
 	return finish()
-}
-
-// egressOf adds to rep the record of phase: what the run's egress gates
-// saw since the phase before (toolchain.Runner.TakeEgress), and returns
-// it. A run without network (a fixture proxy) has none and adds nothing.
-func egressOf(ctx context.Context, r *toolchain.Runner, rep *report.Report, phase string) ([]domain.EgressRecord, error) {
-	if r.Config().FixtureProxy != "" {
-		return nil, nil
-	}
-	recs, lost, err := r.TakeEgress(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("validate: the egress record of %s: %w", phase, err)
-	}
-	rep.AddEgress(phase, recs, lost)
-	return recs, nil
 }
 
 // maxAcquisitionDetail caps the go command's stderr kept in the report of
