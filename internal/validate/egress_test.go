@@ -71,6 +71,15 @@ func TestInspect_BehindTheGate(t *testing.T) {
 			if !slices.ContainsFunc(acquire, func(r domain.EgressRecord) bool { return r.BytesDn > 0 }) {
 				t.Errorf("no acquire record carried bytes down: %+v", acquire)
 			}
+			// Reading the candidates' go.mod files asks the checksum
+			// database, whose host the gate admits (here it does not
+			// resolve: failed, never refused).
+			if len(rep.Egress) != 2 || rep.Egress[1].Phase != "candidates" ||
+				!slices.ContainsFunc(rep.Egress[1].Records, func(r domain.EgressRecord) bool {
+					return r.Host == "sum.golang.org" && r.Verdict != domain.EgressRefused
+				}) {
+				t.Errorf("egress %+v; want the candidates phase with sum.golang.org admitted", rep.Egress)
+			}
 		}},
 		{"redirected elsewhere", "http://allowed.test:8080/redirect/denied.test/", report.AcquisitionFailed, func(t *testing.T, rep *report.Report, acquire []domain.EgressRecord) {
 			if rep.Acquisition == nil || !slices.Equal(rep.Acquisition.RefusedHosts, []string{"denied.test"}) {
