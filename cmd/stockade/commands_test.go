@@ -39,6 +39,9 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"maintain with a missing fixture proxy", []string{"maintain", "-fixture-proxy", "/nonexistent", t.TempDir()}, exitUnsupported, "stockade maintain: -fixture-proxy", ""},
 		{"maintain -pull without -image", []string{"maintain", "-pull", t.TempDir()}, exitUnsupported, "stockade maintain: -pull applies to -image only", ""},
 		{"maintain with both proxies", []string{"maintain", "-fixture-proxy", "x", "-proxy", "y", t.TempDir()}, exitUnsupported, "cannot be used together", ""},
+		{"inspect with a bad private range", []string{"inspect", "-gate-allow-private", "10.0.0.1/8", t.TempDir()}, exitUnsupported, "-gate-allow-private: \"10.0.0.1/8\" is not a masked CIDR", ""},
+		{"inspect with a gate and a fixture proxy", []string{"inspect", "-fixture-proxy", "x", "-gate-network", "n", t.TempDir()}, exitUnsupported, "-gate-network and -gate-allow-private do not apply", ""},
+		{"maintain with a bad private range", []string{"maintain", "-gate-allow-private", "bogus", t.TempDir()}, exitUnsupported, "stockade maintain: -gate-allow-private", ""},
 		{"maintain two directories", []string{"maintain", "a", "b"}, exitUnsupported, "usage: stockade maintain", ""},
 		{"reap with arguments", []string{"reap", "x"}, exitUnsupported, "usage: stockade reap", ""},
 	} {
