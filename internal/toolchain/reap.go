@@ -90,13 +90,16 @@ const reapRetry = 50 * time.Millisecond
 // create that a killed run had in flight completes after the kill. So not
 // found counts as gone only once the container is no longer listed (by
 // label: an "id" filter does not match it yet); until then removal is
-// tried again. removed reports whether this call removed it.
+// tried again. So does a conflict, which is the engine still removing it
+// for someone else (a killed run's last request). removed reports whether this call removed it.
 func removeListed(ctx context.Context, eng Reaper, id string, want map[string]string) (removed bool, err error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapBudget)
 	defer cancel()
 	for {
 		err := eng.ContainerRemove(rctx, id, dockerapi.RemoveOptions{Force: true, Volumes: true})
-		if !errors.Is(err, dockerapi.ErrNotFound) {
+		// A conflict is a removal already in progress (a killed run's
+		// last request): it is gone once no longer listed.
+		if !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
 			return err == nil, err
 		}
 		list, err := eng.ContainerList(rctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
