@@ -377,28 +377,9 @@ func checkDataDirClean(t *testing.T, eng *dockerapi.Client, dataDir, dataDirID s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f := dockerapi.LabelFilter(label.DataDir + "=" + dataDirID)
-	var left []string
-	cs, err := eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
+	left, err := enginetest.Leftovers(ctx, eng, map[string]string{label.DataDir: dataDirID})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, c := range cs {
-		left = append(left, "container "+strings.Join(c.Names, ",")+" ("+c.State+")")
-	}
-	vs, err := eng.VolumeList(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range vs {
-		left = append(left, "volume "+v.Name)
-	}
-	ns, err := eng.NetworkList(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range ns {
-		left = append(left, "network "+n.Name)
 	}
 	if len(left) > 0 {
 		t.Errorf("left in the engine with the data directory's label: %q", left)

@@ -33,6 +33,15 @@ proxy only), runs go list, go build, go vet and go test -json in one
 container without network and with a fresh build cache (execute profile),
 lists newer versions of the direct dependencies, and prints a report.
 
+Acquisition reaches the network only through an egress gate of the run,
+which admits the hosts of the -proxy entries and of the checksum database
+and nothing else; each phase's requests are in the report (a one-line
+summary; all of them with -json), and a host the gate refused during a
+failed acquisition is named. -gate-network names the network the gate
+reaches the proxy on (default the engine's bridge); -gate-allow-private
+admits private ranges, such as a proxy on an internal network. With
+-fixture-proxy there is no network at all.
+
 Layouts not supported yet (go.work workspaces, vendoring, nested modules,
 local replace targets, submodules, symlinks leaving the repository) are
 refused before any container runs, and so is a go directive newer than
@@ -138,6 +147,10 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	lockTimeout := *f.lockTimeout
 	opts.Dir, opts.FixtureProxy, opts.Proxy, opts.DataDir, opts.LockTimeout = dir, fp, *f.proxy, *f.dataDir, lockTimeout
 	opts.Image, opts.Pull, opts.Cgo, opts.AptPackages, opts.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
+	opts.GateNetwork = *f.gateNetwork
+	if opts.GateAllowPrivate, err = f.private(); err != nil {
+		return err
+	}
 	// Waiting is the one thing said off a terminal: a run that seems to
 	// hang should say why.
 	opts.OnLockWait = func(holder string) {

@@ -152,8 +152,12 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 			return err
 		}
 		defer eng.Close()
+		private, err := rf.private()
+		if err != nil {
+			return err
+		}
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
-			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, Timeout: *timeout, Deadline: *deadline,
+			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, GateNetwork: *rf.gateNetwork, GateAllowPrivate: private, Timeout: *timeout, Deadline: *deadline,
 			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
 			Each: *each, Branch: *branch, Identity: who, Logger: log, VulnDB: db, PreferFixes: *preferFixes,
 			OnLockWait: func(holder string) {

@@ -21,8 +21,9 @@ func init() {
 Reap force-removes every toolchain container that a run on the data
 directory left behind, as inspect does before it starts: containers labelled
 as Stockade's toolchain containers for that data directory, whatever run
-made them. Then it removes the run directories (run-*) crashed runs left in
-the data directory. It takes the data directory's lock first, so a live
+made them (their egress gates among them), and the gates' networks with
+the same labels. Then it removes the run directories (run-*) crashed runs
+left in the data directory. It takes the data directory's lock first, so a live
 run's containers and directories are never among them; it waits
 -lock-timeout for a live run to finish. Nothing else is touched: no other
 container, image, volume or network, and nothing in a directory that does

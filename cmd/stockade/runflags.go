@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,8 @@ type runFlags struct {
 	pull         *bool
 	cgo          *bool
 	aptPackages  *string
+	gateNetwork  *string
+	gatePrivate  *string
 	verbose      *bool
 	// openVEX is -openvex FILE, defined by the commands that scan
 	// (withOpenVEX); nil for the others.
@@ -47,6 +50,8 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		pull:         fs.Bool("pull", false, "pull the -image reference if the engine does not have it"),
 		cgo:          fs.Bool("cgo", true, "use the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0"),
 		aptPackages:  fs.String("apt-packages", "", "comma-separated Debian packages (`name[=version],...`) to add to the C toolchain layer, with what they depend on, such as zlib1g-dev"),
+		gateNetwork:  fs.String("gate-network", "", "`NETWORK` the egress gate of acquisition reaches the -proxy on; default the engine's bridge"),
+		gatePrivate:  fs.String("gate-allow-private", "", "comma-separated private `CIDR`s the egress gate may reach (a -proxy on an internal network); default none"),
 		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
 	}
 }
@@ -79,8 +84,29 @@ func (f *runFlags) check() error {
 		return f.usagef("-lock-timeout must not be negative")
 	case len(f.apt()) > 0 && !*f.cgo:
 		return f.usagef("-apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
+	case *f.fixtureProxy != "" && (*f.gateNetwork != "" || *f.gatePrivate != ""):
+		return f.usagef("-fixture-proxy runs acquisition without network: -gate-network and -gate-allow-private do not apply")
+	}
+	if _, err := f.private(); err != nil {
+		return err
 	}
 	return nil
+}
+
+// private returns -gate-allow-private's ranges.
+func (f *runFlags) private() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range strings.Split(*f.gatePrivate, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil || p.Masked() != p {
+			return nil, f.usagef("-gate-allow-private: %q is not a masked CIDR", c)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // apt returns -apt-packages' packages.

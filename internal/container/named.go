@@ -20,6 +20,7 @@ const (
 	PurposeProbe     = "probe"   // the mount probe
 	PurposeCleanup   = "cleanup" // removes what the container user wrote
 	PurposeSeedBuild = "seed"    // builds the trusted build-cache seed
+	PurposeGate      = "gate"    // the run's egress gate (internal/egress)
 )
 
 // Scope says whose a toolchain container is; every field becomes a label
@@ -124,12 +125,32 @@ const (
 )
 
 // GateSpec returns the start of session's egress gate container: the
-// session's labels with label.Role = label.RoleGate, nobody, docker-init as
-// PID 1, the gate's limits and stop timeout and the image's own command (the gate). The
-// caller adds the image, the gate's environment and its networks.
+// session's labels with label.Role = label.RoleGate (gateSpec).
 func GateSpec(owner, session string) Spec {
 	l := label.Base(owner, label.KindSession)
 	l[label.Session] = session
+	return gateSpec(l)
+}
+
+// ToolchainGateSpec returns the start of a toolchain run's egress gate
+// container (the gate of its acquire, mutate and tool containers): the
+// labels of a toolchain container of sc with purpose PurposeGate, so the
+// run's cleanup and its data directory's reap remove it, and
+// label.Role = label.RoleGate (gateSpec).
+func ToolchainGateSpec(sc Scope) (Spec, error) {
+	if sc.Owner == "" || sc.Run == "" || sc.DataDir == "" {
+		return Spec{}, fmt.Errorf("%w: a toolchain gate needs an owner, a run and a data directory to be labelled with (have %+v)", ErrInvalidSpec, sc)
+	}
+	l := label.Base(sc.Owner, label.KindToolchain)
+	l[label.Run], l[label.DataDir], l[label.Profile] = sc.Run, sc.DataDir, PurposeGate
+	return gateSpec(l), nil
+}
+
+// gateSpec is every gate's start: labels l with label.Role =
+// label.RoleGate, nobody, docker-init as PID 1, the gate's limits and stop
+// timeout and the image's own command (the gate). The caller adds the image, the gate's
+// environment and its networks (internal/egress).
+func gateSpec(l map[string]string) Spec {
 	l[label.Role] = label.RoleGate
 	return Spec{
 		User:        NobodyUser,

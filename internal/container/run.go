@@ -290,3 +290,16 @@ func removeDetached(ctx context.Context, eng Creator, id string, budget time.Dur
 		log.Warn("remove failed", "container", id, "err", err)
 	}
 }
+
+// Sleep waits d, or until ctx ends (its error then): the one wait between
+// retries of an engine call.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,4 +102,47 @@ func SharedDataDir() (string, error) {
 		return "", err
 	}
 	return filepath.Join(base, "stockade-test", "validate"), nil
+}
+
+// Leftovers lists the containers (in any state), volumes and networks
+// that carry labels, such as an owner's or a data directory's: what a test
+// expects its code to have removed.
+func Leftovers(ctx context.Context, c *dockerapi.Client, labels map[string]string) ([]string, error) {
+	f := dockerapi.LabelsFilter(labels)
+	var out []string
+	cs, err := c.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range cs {
+		out = append(out, "container "+strings.Join(x.Names, ",")+" ("+x.State+")")
+	}
+	vs, err := c.VolumeList(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		out = append(out, "volume "+v.Name)
+	}
+	ns, err := c.NetworkList(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns {
+		out = append(out, "network "+n.Name)
+	}
+	return out, nil
+}
+
+// Podman reports whether c's engine is Podman, whose differences the
+// backends refuse rather than absorb (NetUnrestricted, gate networks).
+func Podman(t testing.TB, c *dockerapi.Client) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := c.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Podman()
 }

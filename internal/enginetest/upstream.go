@@ -76,9 +76,24 @@ func upstreamImage(t testing.TB, c *dockerapi.Client) string {
 	return upstreamImg
 }
 
+// UpstreamOptions are what StartUpstreamWith adds to the upstream.
+type UpstreamOptions struct {
+	// Files is a host directory (such as a GOPROXY file layout from
+	// internal/modproxy) the upstream serves read-only at
+	// http://<alias>:8080/files/, and redirects to from
+	// /redirect/<host>/; empty serves none.
+	Files string
+}
+
 // StartUpstream makes the test network (a /24 of 10.215.0.0/16 no other
 // network uses) and the upstream on it; both go at the test's end.
 func StartUpstream(t testing.TB, c *dockerapi.Client, owner string) *Upstream {
+	t.Helper()
+	return StartUpstreamWith(t, c, owner, UpstreamOptions{})
+}
+
+// StartUpstreamWith is StartUpstream with o.
+func StartUpstreamWith(t testing.TB, c *dockerapi.Client, owner string, o UpstreamOptions) *Upstream {
 	t.Helper()
 	img := upstreamImage(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -107,7 +122,11 @@ func StartUpstream(t testing.TB, c *dockerapi.Client, owner string) *Upstream {
 		}
 		c.NetworkRemove(ctx, u.Network)
 	})
-	cfg, err := container.Spec{Image: img, Network: u.Network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test", "collector.test"}, Labels: labels}.Config()
+	spec := container.Spec{Image: img, Network: u.Network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test", "collector.test"}, Labels: labels}
+	if o.Files != "" {
+		spec.Mounts = []container.Mount{{Type: container.Bind, Source: o.Files, Target: "/files"}}
+	}
+	cfg, err := spec.Config()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -86,6 +87,11 @@ type Options struct {
 	FixtureProxy string
 	// Proxy is GOPROXY; empty means validate.DefaultProxy.
 	Proxy string
+	// GateNetwork and GateAllowPrivate are the run's egress gates'
+	// outside network and admitted private ranges, as
+	// validate.InspectOptions has them.
+	GateNetwork      string
+	GateAllowPrivate []netip.Prefix
 	// Timeout bounds each validation; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Deadline bounds the whole run; zero means DefaultDeadline. When it
@@ -380,6 +386,9 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		if note != "" {
 			rep.Notes = append(rep.Notes, note)
 		}
+		if x.scanner.Built {
+			rep.Egress = append(rep.Egress, report.NewEgress("scanner", x.scanner.Egress, x.scanner.EgressLost))
+		}
 	}
 
 	st.begin("lock") // budget: LockTimeout + openBudget
@@ -433,6 +442,9 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return timedOut()
 	}
 	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, x.snap.Dir, time.Now().Add(d)), x.mod, img)
+	if err == nil {
+		err = x.egress(ctx, rep, "acquire")
+	}
 	switch {
 	case err != nil:
 		return nil, err
@@ -496,6 +508,9 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return timedOut()
 	}
 	order, err := x.candidates(ctx, rep, d)
+	if err == nil {
+		err = x.egress(ctx, rep, "candidates")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -512,8 +527,19 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	for _, c := range order {
 		st.begin("attempt " + c.Path + "@" + c.Version) // budget: what is left; each step its own
 		rep.Attempts = append(rep.Attempts, x.attempt(ctx, c))
+		if err := x.egress(ctx, rep, "attempt "+c.Path+"@"+c.Version); err != nil {
+			return nil, err
+		}
 	}
 	return finish()
+}
+
+// egress adds the record of phase (validate.EgressOf) to rep: what the
+// run's egress gate saw since the phase before; nothing without network.
+func (x *run) egress(ctx context.Context, rep *Report, phase string) error {
+	es, err := validate.EgressOf(ctx, x.r, phase)
+	rep.Egress = append(rep.Egress, es...)
+	return err
 }
 
 // openRunner opens the run on the locked data directory, waiting for the
@@ -532,10 +558,11 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config:         toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB},
-		LockTimeout:    min(o.LockTimeout, d),
-		OnLockWait:     o.OnLockWait,
-		Logger:         o.Logger,
+		Config: toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		LockTimeout: min(o.LockTimeout, d),
+		OnLockWait:  o.OnLockWait,
+		Logger:      o.Logger,
 	})
 }
 

@@ -105,9 +105,13 @@ type Report struct {
 	Attempts []Attempt `json:"attempts"`
 	// ConfigHash binds the outcome to the settings that decide it
 	// (Config.Hash).
-	ConfigHash string         `json:"config_hash"`
-	Notes      []string       `json:"notes,omitempty"`
-	Timings    report.Timings `json:"timings"`
+	ConfigHash string `json:"config_hash"`
+	// Egress is what the run's egress gate saw, one entry per phase with
+	// network (scanner, acquire, candidates, each attempt: report.Egress);
+	// absent without network (a fixture proxy).
+	Egress  []report.Egress `json:"egress,omitempty"`
+	Notes   []string        `json:"notes,omitempty"`
+	Timings report.Timings  `json:"timings"`
 }
 
 // Candidate is a listed upgrade and whether the policy allows it.

@@ -30,6 +30,9 @@ func WriteText(w io.Writer, r *Report) error {
 	if im := r.Image; im != nil {
 		fmt.Fprintf(&b, "  image %s (%s, %s)\n", im.Ref, short(strings.TrimPrefix(im.ID, "sha256:")), im.GoVersion)
 	}
+	if len(r.Egress) > 0 {
+		fmt.Fprintf(&b, "  %s\n", report.EgressLine(r.Egress))
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}

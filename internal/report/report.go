@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -106,9 +107,13 @@ type Report struct {
 	CandidatesError string `json:"candidates_error,omitempty"`
 	// Vulns is the vulnerability scan, with `stockade scan` or
 	// `inspect -vulndb`; absent when no scan was asked for.
-	Vulns   *VulnScan `json:"vulns,omitempty"`
-	Notes   []string  `json:"notes,omitempty"` // things inspect did on the way, such as building an image
-	Timings Timings   `json:"timings"`
+	Vulns *VulnScan `json:"vulns,omitempty"`
+	// Egress is what the run's egress gates saw, one entry per phase with
+	// network (acquire, candidates); absent when the run had none (a
+	// fixture proxy).
+	Egress  []Egress `json:"egress,omitempty"`
+	Notes   []string `json:"notes,omitempty"` // things inspect did on the way, such as building an image
+	Timings Timings  `json:"timings"`
 }
 
 // Refusal is why a layout is not supported yet.
@@ -124,6 +129,10 @@ type Acquisition struct {
 	// Detail is the go command's standard error, capped; it names the
 	// module and what went wrong (checksum mismatch, unknown revision).
 	Detail string `json:"detail,omitempty"`
+	// RefusedHosts are the hosts the egress gate refused during the
+	// acquisition (anything but the configured proxy's and checksum
+	// database's), sorted; the acquire phase's Egress has the records.
+	RefusedHosts []string `json:"refused_hosts,omitempty"`
 }
 
 // Source says which tree was validated.
@@ -310,7 +319,8 @@ func WriteJSON(w io.Writer, r *Report) error {
 
 // Normalized returns a copy of r with what varies between runs and
 // machines replaced by fixed placeholders: the directory, the commit, the
-// image ID and Go patch version, and every duration. Golden files hold
+// image ID and Go patch version, every duration, and the egress records'
+// times and addresses. Golden files hold
 // normalized reports.
 func Normalized(r *Report) *Report {
 	c := *r
@@ -331,6 +341,19 @@ func Normalized(r *Report) *Report {
 		c.Image = &im
 	}
 	c.Notes = nil
+	if r.Egress != nil {
+		c.Egress = make([]Egress, len(r.Egress))
+		for i, e := range r.Egress {
+			e.Records = slices.Clone(e.Records)
+			for j := range e.Records {
+				e.Records[j].Time, e.Records[j].Duration = time.Time{}, 0
+				if e.Records[j].Addr != "" {
+					e.Records[j].Addr = "ADDR"
+				}
+			}
+			c.Egress[i] = e
+		}
+	}
 	c.Checks = make([]Check, len(r.Checks))
 	for i, ch := range r.Checks {
 		// Raw output and reasons quoting it carry durations and paths.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stockade/stockade/domain"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -93,6 +95,8 @@ func TestGolden(t *testing.T) {
 			r.Finish(3 * time.Millisecond)
 			return r
 		}()},
+		{"egress-refused", egressRefused()},
+		{"egress-refused-normalized", Normalized(egressRefused())},
 		{"timed-out", func() *Report {
 			r := New("/x")
 			r.Module, r.Go = "example.com/m", "1.24"
@@ -125,6 +129,46 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("JSON report does not read back: %v", err)
 			}
 		})
+	}
+}
+
+// egressRefused is an acquisition the egress gate cut short: the proxy
+// redirected to a host the gate refused.
+func egressRefused() *Report {
+	at := time.Date(2026, 12, 3, 11, 0, 0, 0, time.UTC)
+	recs := []domain.EgressRecord{
+		{Time: at, Method: "GET", Host: "proxy.test", Port: "8080", Addr: "10.215.7.2:8080", Verdict: domain.EgressAllowed, Status: 302, BytesDn: 0, Duration: 3 * time.Millisecond},
+		{Time: at.Add(time.Millisecond), Method: "GET", Host: "denied.test", Port: "8080", Verdict: domain.EgressRefused, Reason: "host not allowed: denied.test", Status: 403, Duration: time.Millisecond},
+	}
+	r := New("/x")
+	r.Module, r.Go = "example.com/m", "1.24"
+	r.Source = &Source{Kind: "directory"}
+	r.Acquisition = &Acquisition{Reason: "go mod download failed (exit 1)", RefusedHosts: RefusedHosts(recs),
+		Detail: "go: example.com/dep@v1.0.0: reading http://proxy.test:8080/example.com/dep/@v/v1.0.0.info: 403 Forbidden\n"}
+	r.Egress = append(r.Egress, NewEgress("acquire", recs, 0))
+	r.Finish(3 * time.Millisecond)
+	return r
+}
+
+// TestEgressLine: the text report's one line about egress.
+func TestEgressLine(t *testing.T) {
+	rec := func(host, verdict string) domain.EgressRecord {
+		return domain.EgressRecord{Host: host, Verdict: verdict}
+	}
+	for _, tt := range []struct {
+		es   []Egress
+		want string
+	}{
+		{[]Egress{{Phase: "acquire", Records: []domain.EgressRecord{rec("p.test", "allowed"), rec("p.test", "allowed"), rec("s.test", "allowed"), rec("evil.test", "refused")}}},
+			"egress: acquire 3 allowed (p.test, s.test), 1 refused (evil.test)"},
+		{[]Egress{{Phase: "acquire"}, {Phase: "candidates", Records: []domain.EgressRecord{rec("p.test", "failed")}, Lost: 2}},
+			"egress: acquire no requests; candidates 1 failed (p.test), 2 not recorded (the gate's record was full)"},
+		{[]Egress{{Phase: "acquire", Records: []domain.EgressRecord{rec("a", "refused"), rec("b", "refused"), rec("c", "refused"), rec("d", "refused"), rec("a", "invalid")}}},
+			"egress: acquire 4 refused (a, b, c, +1 more), 1 invalid (a)"},
+	} {
+		if got := EgressLine(tt.es); got != tt.want {
+			t.Errorf("EgressLine(%+v) = %q; want %q", tt.es, got, tt.want)
+		}
 	}
 }
 

@@ -29,6 +29,9 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	if a := r.Acquisition; a != nil {
 		fmt.Fprintf(&b, "  acquisition failed: %s\n", a.Reason)
+		if len(a.RefusedHosts) > 0 {
+			fmt.Fprintf(&b, "  the egress gate refused: %s (only the module proxy's and checksum database's hosts are admitted)\n", strings.Join(a.RefusedHosts, ", "))
+		}
 		for _, l := range strings.Split(strings.TrimSpace(a.Detail), "\n") {
 			if l != "" {
 				fmt.Fprintf(&b, "    %s\n", l)
@@ -73,6 +76,9 @@ func WriteText(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, " [%s]", strings.Join(notes, "; "))
 		}
 		b.WriteString("\n")
+	}
+	if len(r.Egress) > 0 {
+		fmt.Fprintf(&b, "  %s\n", EgressLine(r.Egress))
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/toolchain"
 )
@@ -110,6 +111,11 @@ type Scanner struct {
 	Dir   string
 	Meta  Meta
 	Built bool // built by this call
+	// Egress is what the build's egress gate recorded (the tool profile
+	// reaches only proxy.golang.org and sum.golang.org, through it), and
+	// EgressLost how many records its bound dropped; empty unless Built.
+	Egress     []domain.EgressRecord
+	EgressLost int64
 }
 
 // Binary is the scanner's path on the host.
@@ -182,8 +188,12 @@ func Ensure(ctx context.Context, eng toolchain.Engine, cfg Config) (Scanner, err
 	if err != nil {
 		return Scanner{}, err
 	}
+	recs, lost, err := r.TakeEgress(ctx)
+	if err != nil {
+		return Scanner{}, fmt.Errorf("scanner: the build's egress record: %w", err)
+	}
 	log.Info("built the scanner", "version", pin.Version, "image", cfg.Image, "dur", time.Duration(meta.BuildMS)*time.Millisecond)
-	return Scanner{Dir: dir, Meta: meta, Built: true}, nil
+	return Scanner{Dir: dir, Meta: meta, Built: true, Egress: recs, EgressLost: lost}, nil
 }
 
 // build runs the Tool job and stores its binary in dir.

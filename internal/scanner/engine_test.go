@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/report"
@@ -75,6 +76,17 @@ func TestEnsure_BuildsVerifiesAndReuses(t *testing.T) {
 	eng, img, dir, s := ensure(t)
 	if err := s.VerifyCopy(s.Dir); err != nil {
 		t.Fatalf("the stored scanner fails verification: %v", err)
+	}
+	if s.Built {
+		// The build reached the module proxy only through its gate.
+		if len(s.Egress) == 0 {
+			t.Error("a build without an egress record")
+		}
+		for _, r := range s.Egress {
+			if r.Host != "proxy.golang.org" || r.Method != "CONNECT" || r.Verdict != domain.EgressAllowed {
+				t.Errorf("build egress %+v; want CONNECTs to proxy.golang.org only, admitted", r)
+			}
+		}
 	}
 	if s.Meta.GoVersion != img.GoVersion || s.Meta.Version != "v1.9.0" || s.Meta.Image != img.ID {
 		t.Errorf("meta = %+v; want go %s, v1.9.0, image %s", s.Meta, img.GoVersion, img.ID)

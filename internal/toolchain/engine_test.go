@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
@@ -55,6 +57,29 @@ func testImage(t *testing.T, eng *dockerapi.Client, withGo bool) string {
 		t.Fatalf("build test image: %v", r.err)
 	}
 	return r.id
+}
+
+var gateImg struct {
+	once sync.Once
+	id   string
+	err  error
+}
+
+// gateImage builds the egress gate's image (image.BuildGate) once per test
+// process, for tests that must build it before they change the host's
+// environment.
+func gateImage(t *testing.T, eng *dockerapi.Client) string {
+	t.Helper()
+	gateImg.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := image.BuildGate(ctx, eng, image.Options{})
+		gateImg.id, gateImg.err = res.ID, err
+	})
+	if gateImg.err != nil {
+		t.Fatalf("build the gate image: %v", gateImg.err)
+	}
+	return gateImg.id
 }
 
 // testDataDir returns a data directory under the home directory (so a
@@ -233,11 +258,12 @@ printf '#!/bin/sh\necho ran\n' > /tmp/t.sh && chmod +x /tmp/t.sh && /tmp/t.sh`
 // container; each profile's environment is exactly what Env lists, plus
 // what the image and the engine set.
 func TestEnv_FromScratchInEveryProfile(t *testing.T) {
+	eng := enginetest.Client(t)
+	gimg := gateImage(t, eng) // with the host's own GOFLAGS
 	t.Setenv("STOCKADE_TEST_TOKEN", "secret")
 	t.Setenv("GOFLAGS", "-mod=vendor")
-	eng := enginetest.Client(t)
 	img := testImage(t, eng, false)
-	r := openRunner(t, eng, img, nil)
+	r := openRunner(t, eng, img, func(o *Options) { o.Config.GateImage = gimg })
 	snap, _ := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
 	st, _ := r.NewStaging(snap)
 	bc, _ := r.NewBuildCache()
@@ -946,5 +972,65 @@ func TestGo_AcquireThenExecute(t *testing.T) {
 	res, err = c.Exec(ctx, sh("go mod download stockade.test/greet@v1.0.1 2>&1; echo exit=$?; touch /modcache/x 2>&1 | grep -c 'Read-only'"), ExecOptions{})
 	if err != nil || !strings.Contains(string(res.Stdout), "exit=1") || !strings.HasSuffix(string(res.Stdout), "1\n") {
 		t.Errorf("execute fetch/write: %q %v", res.Stdout, err)
+	}
+}
+
+// TestTool_BehindTheGate: the tool profile reaches the public module proxy
+// only through its run's egress gate (the real proxy.golang.org, over
+// CONNECT), which refuses any other host (403, recorded) while a direct
+// connection has no route at all; TakeEgress returns each phase's records
+// once; Reap removes the gate and its network (a crashed run's), and the
+// run's gate is then down, not bypassed.
+func TestTool_BehindTheGate(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	owner := enginetest.Owner(t)
+	r := openRunner(t, eng, testImage(t, eng, true), func(o *Options) { o.Owner = owner })
+	td, _ := r.NewToolDirs()
+	mustProbe(t, r)
+	tool := func(script string) string {
+		t.Helper()
+		res := mustRun(t, r, Job{Profile: Tool, ModCache: td.ModCache, BuildCache: td.BuildCache, Tools: td.Bin, Cmd: sh(script), Timeout: 3 * time.Minute})
+		return string(res.Stdout) + string(res.Stderr)
+	}
+	if out := tool(`go mod download -json golang.org/x/mod@v0.17.0 >/dev/null && echo downloaded`); !strings.Contains(out, "downloaded") {
+		t.Fatalf("go mod download through the gate failed:\n%s", out)
+	}
+	recs, lost, err := r.TakeEgress(context.Background())
+	if err != nil || lost != 0 {
+		t.Fatalf("TakeEgress = %v, lost %d", err, lost)
+	}
+	if len(recs) == 0 {
+		t.Fatal("no record of the download")
+	}
+	for _, rec := range recs {
+		if rec.Method != "CONNECT" || rec.Host != "proxy.golang.org" || rec.Port != "443" || rec.Verdict != domain.EgressAllowed || rec.BytesDn == 0 {
+			t.Errorf("download record %+v; want CONNECT proxy.golang.org:443 admitted, with bytes down", rec)
+		}
+	}
+	// The go command asks another host through the gate, then straight
+	// past it with the proxy variables unset.
+	out := tool(`export GONOSUMDB='*'; GOPROXY=https://example.com/ go mod download golang.org/x/mod@v0.16.0; echo rc=$?
+		HTTPS_PROXY= https_proxy= GOPROXY=https://1.1.1.1/ timeout 20 go mod download golang.org/x/mod@v0.16.0; echo rc=$?`)
+	if strings.Contains(out, "rc=0") || !strings.Contains(out, "Forbidden") || strings.Count(out, "rc=") != 2 {
+		t.Errorf("a host not admitted, or a direct connection, got through:\n%s", out)
+	}
+	recs, _, err = r.TakeEgress(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Host != "example.com" || recs[0].Verdict != domain.EgressRefused || recs[0].Status != 403 {
+		t.Errorf("second phase's record %+v; want only example.com, refused (the direct attempt never reaches the gate)", recs)
+	}
+	// A crashed run's gate and network are its data directory's to reap.
+	if _, err := Reap(context.Background(), eng, r.DataDir()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if left, err := enginetest.Leftovers(ctx, eng, map[string]string{label.Owner: owner}); err != nil || len(left) != 0 {
+		t.Errorf("after Reap: %q, %v; want nothing left", left, err)
+	}
+	if _, _, err := r.TakeEgress(ctx); !errors.Is(err, egress.ErrGateDown) {
+		t.Errorf("TakeEgress of a reaped gate = %v; want ErrGateDown", err)
 	}
 }

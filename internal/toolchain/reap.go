@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -23,12 +24,15 @@ const reapBudget = 30 * time.Second
 type Reaper interface {
 	ContainerList(ctx context.Context, opts dockerapi.ListOptions) ([]dockerapi.ContainerSummary, error)
 	ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error
+	NetworkList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Network, error)
+	NetworkRemove(ctx context.Context, id string) error
 }
 
 // Reap force-removes every container a toolchain run on dataDir left behind:
 // those labelled label.Managed, label.Kind=toolchain and
-// label.DataDir=DataDirID(dataDir), whatever their owner or run. Nothing
-// else is touched. Call it with the data directory's lock held (Open does),
+// label.DataDir=DataDirID(dataDir), whatever their owner or run (the
+// runs' egress gates among them), and then the gate networks with those
+// labels. Nothing else is touched. Call it with the data directory's lock held (Open does),
 // so no live run's containers are among them. It returns how many it
 // removed. dataDir must be spelled as PrepareDataDir returns it, so the ID
 // matches the one Open used.
@@ -68,6 +72,12 @@ func reap(ctx context.Context, eng Reaper, dataDirID, runID string) (int, error)
 			errs = append(errs, fmt.Errorf("toolchain: reap %s: %w", c.ID, err))
 		}
 	}
+	// The gates' networks, once their containers are gone.
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapBudget)
+	defer cancel()
+	if _, err := egress.RemoveNetworks(nctx, eng, want); err != nil {
+		errs = append(errs, fmt.Errorf("toolchain: reap: %w", err))
+	}
 	return n, errors.Join(errs...)
 }
 
@@ -80,13 +90,16 @@ const reapRetry = 50 * time.Millisecond
 // create that a killed run had in flight completes after the kill. So not
 // found counts as gone only once the container is no longer listed (by
 // label: an "id" filter does not match it yet); until then removal is
-// tried again. removed reports whether this call removed it.
+// tried again. So does a conflict, which is the engine still removing it
+// for someone else (a killed run's last request). removed reports whether this call removed it.
 func removeListed(ctx context.Context, eng Reaper, id string, want map[string]string) (removed bool, err error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapBudget)
 	defer cancel()
 	for {
 		err := eng.ContainerRemove(rctx, id, dockerapi.RemoveOptions{Force: true, Volumes: true})
-		if !errors.Is(err, dockerapi.ErrNotFound) {
+		// A conflict is a removal already in progress (a killed run's
+		// last request): it is gone once no longer listed.
+		if !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
 			return err == nil, err
 		}
 		list, err := eng.ContainerList(rctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})

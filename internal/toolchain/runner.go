@@ -45,6 +45,11 @@ type Engine interface {
 	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
 	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
 	Info(ctx context.Context) (dockerapi.Info, error)
+	// The run's egress gates' networks (internal/egress).
+	NetworkCreate(ctx context.Context, n dockerapi.NetworkCreate) (string, error)
+	NetworkList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Network, error)
+	NetworkRemove(ctx context.Context, id string) error
+	NetworkConnect(ctx context.Context, network, container string, aliases ...string) error
 }
 
 // Options configure Open.
@@ -112,6 +117,10 @@ type Runner struct {
 	probed bool
 	live   map[*Container]bool
 	closed bool
+
+	gateMu  sync.Mutex // held while a gate starts
+	gates   []runGate  // the run's egress gates, one per policy
+	gateImg string     // the gate image built for the run
 }
 
 // Open validates o.Config (refusing any weakening before a container
@@ -390,6 +399,13 @@ func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
 	if err := r.checkJob(&job); err != nil {
 		return Result{}, err
 	}
+	if pol, networked := GatePolicy(job.Profile, r.cfg); networked {
+		g, err := r.gateFor(ctx, pol)
+		if err != nil {
+			return Result{}, err
+		}
+		job.gateNet = g.Network()
+	}
 	spec, err := NewSpec(r.cfg, job)
 	if err != nil {
 		return Result{}, err
@@ -414,7 +430,8 @@ func markTimeout(res *Result, timeout, ran time.Duration) {
 	}
 }
 
-// Close removes the run's live containers and every directory the run made
+// Close removes the run's live containers, its egress gates and their
+// networks, and every directory the run made
 // (through a container when the host user cannot remove what the container
 // user wrote), and releases the data directory's lock. It works on its own
 // budgets even when ctx has ended, returns every failure joined, and
@@ -436,6 +453,7 @@ func (r *Runner) Close(ctx context.Context) error {
 	for _, c := range live {
 		errs = append(errs, c.Close(ctx))
 	}
+	errs = append(errs, r.closeGates(ctx))
 	if _, err := reap(ctx, r.eng, r.cfg.DataDirID, r.cfg.RunID); err != nil {
 		errs = append(errs, err)
 	}

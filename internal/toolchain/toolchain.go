@@ -10,8 +10,9 @@
 // snapshot as its working tree, removed with the container. Acquire
 // and Mutate run only the toolchain's own module commands (ModuleCommands:
 // any other argv, and GOCACHEPROG, is refused before a container exists),
-// with a writable module cache and network limited by configuration to the
-// configured proxy.
+// with a writable module cache and network only through the run's egress
+// gate (internal/egress), which admits the configured proxy's and checksum
+// database's hosts and nothing else (GatePolicy).
 // Tool builds a pinned tool and shares nothing with the repository. Every
 // container is made by internal/container (read-only root, every capability
 // dropped, no new privileges, user 65534, an environment built from scratch,
@@ -28,6 +29,7 @@ package toolchain
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"sort"
@@ -36,6 +38,7 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/egress"
 )
 
 // Profile is what a container is for; it decides its mounts, network and
@@ -45,7 +48,8 @@ type Profile string
 // The profiles of the seed's table.
 const (
 	// Acquire downloads modules: source read-only, module cache writable,
-	// network limited to the configured proxy (none with a fixture proxy).
+	// network only through the run's egress gate, to the configured
+	// proxy's and checksum database's hosts (none with a fixture proxy).
 	Acquire Profile = "acquire"
 	// Mutate changes the manifests: as Acquire, plus a writable staging copy
 	// of go.mod and go.sum at StagingDir.
@@ -56,7 +60,8 @@ const (
 	// source (Job.WorkTree).
 	Execute Profile = "execute"
 	// Tool builds a pinned tool: no source, fresh module and build caches of
-	// its own, writable ToolsDir, proxy.golang.org and sum.golang.org only.
+	// its own, writable ToolsDir, network only through the run's egress
+	// gate to proxy.golang.org and sum.golang.org.
 	Tool Profile = "tool"
 )
 
@@ -186,6 +191,18 @@ type Config struct {
 	// OutputCap is how many bytes of each stream a command keeps; zero
 	// means DefaultOutputCap.
 	OutputCap int64
+	// GateImage is the image of the run's egress gates (GatePolicy): an
+	// image ID. Empty means Stockade's own (image.BuildGate), built on the
+	// first job that needs a gate.
+	GateImage string
+	// GateNetwork names the network the run's gates reach the outside on,
+	// their only way out; empty means the engine's "bridge".
+	GateNetwork string
+	// GateAllowPrivate lists the private ranges the run's gates may reach
+	// (a module proxy on an internal network, tests' upstreams); nil
+	// refuses every private destination. Loopback, link-local (cloud
+	// metadata) and unspecified destinations are refused whatever it says.
+	GateAllowPrivate []netip.Prefix
 
 	// Owner, RunID and DataDirID label every container (label.Owner,
 	// label.Run, label.DataDir). A Runner sets them; NewSpec requires them.
@@ -214,6 +231,14 @@ func (c Config) Validate() error {
 		}
 		if err := checkSumDB(c.SumDB); err != nil {
 			return err
+		}
+		if err := checkGateHosts(c); err != nil {
+			return err
+		}
+	}
+	for i, pr := range c.GateAllowPrivate {
+		if !pr.IsValid() || pr.Masked() != pr {
+			return configErr("GateAllowPrivate", "[%d] %v is not a masked prefix", i, pr)
 		}
 	}
 	if (c.ScanTools == "") != (c.ScanVulnDB == "") {
@@ -329,6 +354,10 @@ type Job struct {
 	// anyCmd lets this package's engine tests run probe commands (sh,
 	// cat) in Acquire and Mutate; nothing outside the package can set it.
 	anyCmd bool
+	// gateNet is the gate network of the run's gate for the job's
+	// profile, when it has network (GatePolicy): a Runner sets it, and
+	// NewSpec refuses such a job without it.
+	gateNet string
 }
 
 // extraEnv is the allowlist of variables a Job may add. Everything that
@@ -352,7 +381,8 @@ func timeoutOf(cfg Config, j Job) time.Duration {
 }
 
 // Env returns the environment of profile p under cfg, built from scratch:
-// exactly these variables, nothing from the host.
+// exactly these variables, nothing from the host. A profile with network
+// gets the proxy variables of its gate (egress.ProxyEnv).
 func Env(p Profile, cfg Config) map[string]string {
 	env := map[string]string{
 		"GOFLAGS":     "-mod=mod",
@@ -379,6 +409,11 @@ func Env(p Profile, cfg Config) map[string]string {
 			env["GOSUMDB"] = DefaultSumDB
 		}
 	}
+	if p == Tool || (p == Acquire || p == Mutate) && cfg.FixtureProxy == "" {
+		for k, v := range egress.ProxyEnv() {
+			env[k] = v // the run's gate (GatePolicy)
+		}
+	}
 	return env
 }
 
@@ -395,6 +430,10 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 	}
 	if err := checkJob(cfg, job); err != nil {
 		return container.Spec{}, err
+	}
+	_, networked := GatePolicy(job.Profile, cfg)
+	if networked && job.gateNet == "" {
+		return container.Spec{}, jobErr("Profile", "%s has network only behind the run's egress gate, which a Runner provides", job.Profile)
 	}
 	s, err := container.ToolchainSpec(scopeOf(cfg), string(job.Profile), cfg.Image, timeoutOf(cfg, job), job.Cmd)
 	if err != nil {
@@ -430,7 +469,7 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 			bind(cfg.FixtureProxy, FixtureProxyDir, false)
 			s.Network = "none"
 		} else {
-			s.Network = "bridge"
+			s.Network = job.gateNet
 		}
 	case Execute:
 		bind(job.ModCache, ModCacheDir, false)
@@ -443,7 +482,7 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 	case Tool:
 		bind(job.ModCache, ModCacheDir, true)
 		bind(job.Tools, ToolsDir, true)
-		s.Network = "bridge"
+		s.Network = job.gateNet
 	}
 	return s, nil
 }

@@ -2,6 +2,7 @@ package toolchain
 
 import (
 	"errors"
+	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
@@ -36,12 +37,12 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 		job  Job
 		want want
 	}{
-		{"acquire", nil, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
-			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true}, "bridge"}},
+		{"acquire", nil, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true}, "gn"}},
 		{"acquire fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, FixtureProxyDir: false}, "none"}},
-		{"mutate", nil, Job{Profile: Mutate, Cmd: []string{"go", "mod", "tidy", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st"},
-			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true}, "bridge"}},
+		{"mutate", nil, Job{Profile: Mutate, Cmd: []string{"go", "mod", "tidy", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true}, "gn"}},
 		{"execute", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
 		{"execute work tree", nil, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", WorkTree: "/d/wt", ModCache: "/d/mc", BuildCache: "/d/bc"},
@@ -50,8 +51,8 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true, ToolsDir: false, VulnDBDir: false}, "none"}},
 		{"execute fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
-		{"tool", func(c *Config) { c.FixtureProxy, c.ScanTools, c.ScanVulnDB = "/d/fp", "/d/tools", "/d/vdb" }, Job{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin"},
-			want{map[string]bool{TmpDir: true, ModCacheDir: true, BuildCacheDir: true, ToolsDir: true}, "bridge"}},
+		{"tool", func(c *Config) { c.FixtureProxy, c.ScanTools, c.ScanVulnDB = "/d/fp", "/d/tools", "/d/vdb" }, Job{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, ModCacheDir: true, BuildCacheDir: true, ToolsDir: true}, "gn"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,18 +114,22 @@ func TestEnv_FromScratch(t *testing.T) {
 	}
 	fixture := Config{FixtureProxy: "/fp"}
 	custom := Config{Proxy: "https://goproxy.example", SumDB: "sum.example"}
+	gate := "http://stockade-gate:3128" // the run's egress gate
+	proxied := func(kv ...string) map[string]string {
+		return with(append(kv, "HTTP_PROXY", gate, "HTTPS_PROXY", gate, "http_proxy", gate, "https_proxy", gate)...)
+	}
 	tests := []struct {
 		p    Profile
 		cfg  Config
 		want map[string]string
 	}{
-		{Acquire, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
-		{Mutate, custom, with("GOPROXY", "https://goproxy.example", "GOSUMDB", "sum.example")},
+		{Acquire, Config{}, proxied("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
+		{Mutate, custom, proxied("GOPROXY", "https://goproxy.example", "GOSUMDB", "sum.example")},
 		{Execute, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
 		{Acquire, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
 		{Execute, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
-		{Tool, fixture, with("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
-		{Tool, custom, with("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
+		{Tool, fixture, proxied("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
+		{Tool, custom, proxied("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
 	}
 	for _, tt := range tests {
 		if got := Env(tt.p, tt.cfg); !reflect.DeepEqual(got, tt.want) {
@@ -283,7 +288,7 @@ func TestNewSpec_ModuleCommandsOnly(t *testing.T) {
 	seedProg := "/stockade/seed/bin/cacheprog /stockade/seed/cache"
 	seedMount := []container.Mount{{Type: container.Bind, Source: "/seed", Target: "/stockade/seed"}}
 	acquire := func(argv ...string) Job {
-		return Job{Profile: Acquire, Cmd: argv, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"}
+		return Job{Profile: Acquire, Cmd: argv, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", gateNet: "gn"}
 	}
 	mutate := func(argv ...string) Job {
 		j := acquire(argv...)
@@ -379,5 +384,90 @@ func TestWithin(t *testing.T) {
 		if got := container.Within(tt.root, tt.p); got != tt.want {
 			t.Errorf("Within(%q, %q) = %v; want %v", tt.root, tt.p, got, tt.want)
 		}
+	}
+}
+
+// TestGatePolicy: the hosts each profile's gate admits. Tool admits the
+// public proxy and checksum database whatever the run is configured with;
+// acquire and mutate the configured proxies' hosts and the checksum
+// database's; execute, and acquire and mutate with a fixture proxy, have
+// no network and no gate.
+func TestGatePolicy(t *testing.T) {
+	private := []netip.Prefix{netip.MustParsePrefix("10.215.3.0/24")}
+	for _, tt := range []struct {
+		name      string
+		p         Profile
+		cfg       Config
+		want      []string
+		networked bool
+	}{
+		{"acquire default", Acquire, Config{}, []string{"proxy.golang.org", "sum.golang.org"}, true},
+		{"acquire proxies", Acquire, Config{Proxy: "https://A.example/mod,http://b.example:8080/|https://a.example"},
+			[]string{"a.example", "b.example", "sum.golang.org"}, true},
+		{"mutate sumdb name+key", Mutate, Config{Proxy: "https://p.example", SumDB: "sum.corp.example+abcd"}, []string{"p.example", "sum.corp.example"}, true},
+		{"mutate sumdb url", Mutate, Config{Proxy: "https://p.example", SumDB: "sum.golang.org+033de0ae https://sumdb.corp.example/x"}, []string{"p.example", "sumdb.corp.example"}, true},
+		{"tool ignores the run's proxy", Tool, Config{Proxy: "https://p.example", SumDB: "s.example", GateAllowPrivate: private}, []string{"proxy.golang.org", "sum.golang.org"}, true},
+		{"tool in fixture mode", Tool, Config{FixtureProxy: "/fp"}, []string{"proxy.golang.org", "sum.golang.org"}, true},
+		{"acquire fixture", Acquire, Config{FixtureProxy: "/fp"}, nil, false},
+		{"mutate fixture", Mutate, Config{FixtureProxy: "/fp"}, nil, false},
+		{"execute", Execute, Config{}, nil, false},
+	} {
+		pol, networked := GatePolicy(tt.p, tt.cfg)
+		if networked != tt.networked || !slices.Equal(pol.Allowed, tt.want) || pol.AnyHost {
+			t.Errorf("%s: GatePolicy = %+v, %v; want hosts %v, networked %v", tt.name, pol, networked, tt.want, tt.networked)
+		}
+		if networked && !slices.Equal(pol.Private, tt.cfg.GateAllowPrivate) {
+			t.Errorf("%s: private = %v; want %v", tt.name, pol.Private, tt.cfg.GateAllowPrivate)
+		}
+		// Each admitted host is one the gate accepts, and nothing else is.
+		for _, h := range tt.want {
+			if err := pol.AllowHost(h); err != nil {
+				t.Errorf("%s: AllowHost(%s) = %v", tt.name, h, err)
+			}
+		}
+		for _, h := range []string{"evil.example", "github.com", "proxy.golang.org.evil.example", "sum.golang.org.evil.example"} {
+			if err := pol.AllowHost(h); err == nil {
+				t.Errorf("%s: AllowHost(%s) admitted it", tt.name, h)
+			}
+		}
+	}
+}
+
+// TestNewSpec_NetworkOnlyBehindTheGate: a profile with network gets the
+// run's gate network and proxy variables, and is refused without a gate
+// (nothing can give it the engine's bridge).
+func TestNewSpec_NetworkOnlyBehindTheGate(t *testing.T) {
+	for _, j := range []Job{
+		{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+		{Profile: Mutate, Cmd: []string{"go", "mod", "download", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st"},
+		{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin"},
+	} {
+		if _, err := NewSpec(testConfig(), j); !errors.Is(err, ErrInvalidJob) {
+			t.Errorf("NewSpec(%s) without a gate = %v; want ErrInvalidJob", j.Profile, err)
+		}
+		j.gateNet = "stockade-tc-gate-x-net"
+		s, err := NewSpec(testConfig(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Network != j.gateNet || s.Env["HTTPS_PROXY"] != "http://stockade-gate:3128" || s.Env["http_proxy"] != "http://stockade-gate:3128" {
+			t.Errorf("NewSpec(%s) = network %q, env %v; want the gate's network and proxy", j.Profile, s.Network, s.Env)
+		}
+	}
+}
+
+// TestValidate_GateSettings refuses gate settings the gate could not use.
+func TestValidate_GateSettings(t *testing.T) {
+	for _, c := range []Config{
+		{Image: "i", GateAllowPrivate: []netip.Prefix{{}}},
+		{Image: "i", GateAllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/8")}},
+		{Image: "i", Proxy: "https://bad_host.example"},
+	} {
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Validate(%+v) = %v; want ErrInvalidConfig", c, err)
+		}
+	}
+	if err := (Config{Image: "i", GateAllowPrivate: []netip.Prefix{netip.MustParsePrefix("10.215.0.0/16")}}).Validate(); err != nil {
+		t.Errorf("Validate with a private range = %v", err)
 	}
 }

@@ -43,21 +43,25 @@ type listedModule struct {
 }
 
 // parseVersions reads go list -m -e -versions -json output into a map from
-// module path to its versions. Paths the proxy does not know map to
-// nothing.
-func parseVersions(stdout []byte) (map[string][]string, error) {
-	out := map[string][]string{}
+// module path to its versions. Paths the proxy does not know, or whose
+// listing failed, map to nothing; failed says why for each of those.
+func parseVersions(stdout []byte) (versions map[string][]string, failed map[string]string, err error) {
+	out, failed := map[string][]string{}, map[string]string{}
 	dec := json.NewDecoder(bytes.NewReader(stdout))
 	for {
 		var m listedModule
 		err := dec.Decode(&m)
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return out, failed, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("validate: reading go list -m output: %w", err)
+			return nil, nil, fmt.Errorf("validate: reading go list -m output: %w", err)
 		}
-		if m.Error != nil || m.Path == "" {
+		if m.Path == "" {
+			continue
+		}
+		if m.Error != nil {
+			failed[m.Path] = m.Error.Err
 			continue
 		}
 		for _, v := range m.Versions {
@@ -152,9 +156,17 @@ func Candidates(ctx context.Context, acq Execer, direct []module.Version) ([]rep
 	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
 		return nil, fmt.Errorf("validate: listing versions: %s", commandFailure(out, reason))
 	}
-	versions, err := parseVersions(out.Stdout)
+	versions, failed, err := parseVersions(out.Stdout)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range direct {
+		// A requirement the go command could not list (its retractions
+		// unverifiable, the proxy unreachable) has candidates nobody
+		// knows: never "current".
+		if msg, ok := failed[r.Path]; ok {
+			return nil, fmt.Errorf("validate: listing versions of %s: %s", r.Path, msg)
+		}
 	}
 	for _, r := range direct {
 		var avail []module.Version

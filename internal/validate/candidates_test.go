@@ -86,6 +86,21 @@ func TestCandidates(t *testing.T) {
 	}
 }
 
+// TestCandidates_RequirementNotListedIsAnError: a direct requirement the go
+// command could not list (here: its retractions could not be verified, the
+// checksum database being unreachable) is an error, never "no candidates".
+func TestCandidates_RequirementNotListedIsAnError(t *testing.T) {
+	ex := fakeExec{"go list -m -e -versions -json m m/v2 m/v3 m/v4": {Stdout: []byte(`{"Path": "m", "Version": "v1.0.0",
+	"Error": {"Err": "loading module retractions for m@v1.0.0: verifying go.mod: m@v1.1.0/go.mod: Get \"https://sum.golang.org/lookup/m@v1.1.0\": dial tcp: lookup sum.golang.org: no such host"}}
+{"Path": "m/v2", "Error": {"Err": "not found"}}
+{"Path": "m/v3", "Error": {"Err": "not found"}}
+{"Path": "m/v4", "Error": {"Err": "not found"}}
+`)}}
+	if _, err := Candidates(context.Background(), ex, []module.Version{{Path: "m", Version: "v1.0.0"}}); err == nil || !strings.Contains(err.Error(), "retractions for m@v1.0.0") {
+		t.Errorf("Candidates = %v; want an error naming the unlisted requirement", err)
+	}
+}
+
 func TestCandidates_ListFailureIsAnError(t *testing.T) {
 	ex := fakeExec{"go list -m -e -versions -json m m/v2 m/v3 m/v4": {ExitCode: 1, Stderr: []byte("go: boom")}}
 	if _, err := Candidates(context.Background(), ex, []module.Version{{Path: "m", Version: "v1.0.0"}}); err == nil || !strings.Contains(err.Error(), "boom") {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -163,6 +164,14 @@ type InspectOptions struct {
 	// the scan keeps (scanner.Options.OutputCap); zero means
 	// scanner.DefaultOutputCap.
 	ScanOutputCap int64
+	// GateNetwork names the network the run's egress gates reach the
+	// module proxy on (toolchain.Config.GateNetwork); empty means the
+	// engine's "bridge".
+	GateNetwork string
+	// GateAllowPrivate lists the private ranges the run's egress gates
+	// may reach (a proxy on an internal network); nil refuses every
+	// private destination (toolchain.Config.GateAllowPrivate).
+	GateAllowPrivate []netip.Prefix
 }
 
 // ErrScanNeedsDB reports ScanOnly without a VulnDB.
@@ -396,6 +405,9 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		if note != "" {
 			rep.Notes = append(rep.Notes, note)
 		}
+		if scan.Built {
+			rep.Egress = append(rep.Egress, report.NewEgress("scanner", scan.Egress, scan.EgressLost))
+		}
 	}
 
 	phase("lock")
@@ -413,10 +425,11 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config:         toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir},
-		LockTimeout:    max(lockWait, 0),
-		OnLockWait:     o.OnLockWait,
-		Logger:         log,
+		Config: toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		LockTimeout: max(lockWait, 0),
+		OnLockWait:  o.OnLockWait,
+		Logger:      log,
 	})
 	cancel()
 	if cut(pctx, err) || errors.Is(err, toolchain.ErrLocked) && lockWait < o.LockTimeout {
@@ -497,9 +510,15 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return timedOut()
 	}
 	got, snap, err := AcquireSnapshot(ctx, r, snap, m, ic.img, time.Now().Add(d))
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
+	}
+	acquired, err := EgressOf(ctx, r, "acquire")
+	if err != nil {
+		return nil, err
+	}
+	rep.Egress = append(rep.Egress, acquired...)
+	switch {
 	case got.TimedOut:
 		return timedOut()
 	case got.NewerToolchain != nil:
@@ -507,6 +526,9 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return finish()
 	case got.Failure != nil:
 		rep.Acquisition = got.Failure
+		for _, e := range acquired {
+			rep.Acquisition.RefusedHosts = report.RefusedHosts(e.Records)
+		}
 		return finish()
 	case got.Updated != nil:
 		// From here on the tree with the updated manifests is the one
@@ -553,6 +575,11 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	} else {
 		rep.Candidates = cands
 	}
+	listed, err := EgressOf(ctx, r, "candidates")
+	if err != nil {
+		return nil, err
+	}
+	rep.Egress = append(rep.Egress, listed...)
 	return finish()
 }
 

@@ -289,5 +289,20 @@ func ListVersions(ctx context.Context, acq Execer, paths []string) (map[string][
 	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
 		return nil, fmt.Errorf("validate: listing versions: %s", commandFailure(out, reason))
 	}
-	return parseVersions(out.Stdout)
+	versions, _, err := parseVersions(out.Stdout)
+	return versions, err
+}
+
+// EgressOf returns the record of phase: what r's egress gates saw since
+// the phase before (toolchain.Runner.TakeEgress), as one report.Egress; a
+// run without network (a fixture proxy) has none and returns nothing.
+func EgressOf(ctx context.Context, r *toolchain.Runner, phase string) ([]report.Egress, error) {
+	if r.Config().FixtureProxy != "" {
+		return nil, nil
+	}
+	recs, lost, err := r.TakeEgress(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("validate: the egress record of %s: %w", phase, err)
+	}
+	return []report.Egress{report.NewEgress(phase, recs, lost)}, nil
 }

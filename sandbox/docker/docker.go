@@ -115,6 +115,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
@@ -440,7 +441,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	}
 	gated := spec.Gate != nil || spec.Networking.Mode() == domain.NetUnrestricted && p.gateAny
 	if gated {
-		for k, v := range proxyEnv() {
+		for k, v := range egress.ProxyEnv() {
 			env[k] = v // ValidateEnv kept these names out of spec.Env
 		}
 	}
@@ -1092,12 +1093,5 @@ func sleep(ctx context.Context, d time.Duration, skip bool) error {
 	if skip {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return container.Sleep(ctx, d)
 }

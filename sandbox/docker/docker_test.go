@@ -76,44 +76,14 @@ func newGateProvider(t testing.TB, cfg Config) (*Provider, *counting) {
 // leftovers lists what owner still has in the engine.
 func leftovers(c *dockerapi.Client, owner string) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {
-		f := dockerapi.LabelFilter(label.Owner + "=" + owner)
-		var out []string
-		cs, err := c.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: f})
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range cs {
-			out = append(out, "container "+x.Names[0])
-		}
-		vs, err := c.VolumeList(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range vs {
-			out = append(out, "volume "+v.Name)
-		}
-		ns, err := c.NetworkList(ctx, f)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range ns {
-			out = append(out, "network "+n.Name)
-		}
-		return out, nil
+		return enginetest.Leftovers(ctx, c, map[string]string{label.Owner: owner})
 	}
 }
 
-// isPodman reports whether c's engine is Podman, whose differences the
-// backend refuses rather than absorbs (NetUnrestricted).
+// isPodman reports whether c's engine is Podman (enginetest.Podman).
 func isPodman(t testing.TB, c *dockerapi.Client) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v, err := c.Version(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v.Podman()
+	return enginetest.Podman(t, c)
 }
 
 func TestContract(t *testing.T) {

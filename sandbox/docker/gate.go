@@ -4,18 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
@@ -25,46 +24,17 @@ import (
 
 // A NetLimited session has three parts besides its volumes: the sandbox,
 // its egress gate (a container running cmd/stockade-gate) and the
-// session's gate network, an internal bridge of a /28 from
-// Config.SubnetPool on which the two are the only members. The network is
-// made with Internal (the engine drops everything that would leave it)
-// and inhibit_ipv4 (the host's end of the bridge gets no address, so
-// there is no gateway: nothing on the network can reach the host, which an
-// internal network alone still lets through). The gate is also attached
-// to Config.GateNetwork, its one way out; the sandbox reaches the gate by
-// its alias (gateAlias) through the engine's embedded DNS, which on an
-// internal network answers only for its members. See docs/SECURITY.md.
-
-// gateAlias is the gate's DNS name on its session network, in the
-// sandbox's proxy variables.
-const gateAlias = "stockade-gate"
-
-// gateSubnetBits is the prefix length of a session's gate network: 16
-// addresses, of which the network, broadcast and (unassigned) gateway
-// addresses leave 13 for the gate and the sandbox.
-const gateSubnetBits = 28
-
-// inhibitOption is the bridge driver option that leaves the host's end of
-// the bridge without an IPv4 address.
-const inhibitOption = "com.docker.network.bridge.inhibit_ipv4"
-
-// gateProgram is where the gate image has the gate (image.ProgramDir).
-const gateProgram = image.ProgramDir + "/stockade-gate"
-
-// Budgets of the gate's lifecycle.
-const (
-	// gateReadyBudget bounds the wait for a started gate to answer ready.
-	gateReadyBudget = 30 * time.Second
-	// gateCommandTimeout bounds one `stockade-gate ready|log` exec.
-	gateCommandTimeout = 15 * time.Second
-	// maxGateLogBytes bounds the record EgressLog reads, in bytes: the
-	// gate keeps gate.DefaultLogRecords records of a few hundred bytes.
-	maxGateLogBytes = 4 << 20
-)
+// session's gate network, on which the two are the only members; the gate
+// is also attached to Config.GateNetwork, its one way out. The topology
+// (the internal network without a gateway on a /28 of Config.SubnetPool,
+// the alias, the proxy variables, the gate's launch, readiness and record)
+// is internal/egress's, which the toolchain's networked profiles use too;
+// this file adds what sessions need around it: deterministic names,
+// tokens, adoption and healing. See docs/SECURITY.md.
 
 // ErrGateDown reports a gated session whose gate is not running (or not
 // there): its sandbox reaches nothing until Provision or Exec heals it.
-var ErrGateDown = errors.New("docker: egress gate is not running")
+var ErrGateDown = egress.ErrGateDown
 
 // gateName is the deterministic name of session id's gate container.
 func (p *Provider) gateName(id domain.ID) string {
@@ -83,14 +53,6 @@ func (p *Provider) gateLabels(id domain.ID) map[string]string {
 	l := p.labels(id)
 	l[label.Role] = label.RoleGate
 	return l
-}
-
-// proxyEnv is what a gated sandbox's environment gets: both spellings of
-// the proxy variables (curl reads only the lower-case http_proxy), all
-// names sandbox.ReservedEnvName keeps from the Spec.
-func proxyEnv() map[string]string {
-	u := "http://" + gateAlias + ":" + strconv.Itoa(gate.Port)
-	return map[string]string{"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u}
 }
 
 // gateImage returns the image a gate of spec runs: GateSpec.Image, or
@@ -149,7 +111,7 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 	}
 	r.minter = g.TokenMinter
 	cs := container.GateSpec(p.owner, string(id))
-	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{gateAlias}, p.gateHosts
+	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{egress.Alias}, p.gateHosts
 	cs.Env = r.gateSettings.Env()
 	sum := sha256.Sum256([]byte(strings.Join([]string{img, strings.Join(hosts, ","), cs.Env[gate.EnvAny], cs.Env[gate.EnvPrivate],
 		strings.Join(p.gateHosts, ","), g.ControlplaneURL, p.gateOut, cs.Env[gate.EnvOTel], cs.Env[gate.EnvOTelInsecure]}, "\x00")))
@@ -162,48 +124,21 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 // ensureGateNetwork makes sure session r's gate network exists and
 // isolates as it must, creating it (and recording that in m) if needed.
 func (p *Provider) ensureGateNetwork(ctx context.Context, r *resolved, m *made) error {
-	name, id := r.gateNet, r.spec.SessionID
-	for round := 0; round < maxNetworkRounds; round++ {
-		n, err := p.findNetwork(ctx, name)
-		if err == nil {
-			if !label.Has(n.Labels, p.gateLabels(id)) || n.Driver != "bridge" {
-				return fmt.Errorf("docker: network %s exists but is not session %s's gate network; refusing to use it", name, id)
-			}
-			if !n.Internal || n.Options[inhibitOption] != "true" {
-				return fmt.Errorf("docker: networking %q: the engine did not keep network %s internal with %s=true, so the sandbox could reach the host past its gate: %w",
-					domain.NetLimited, name, inhibitOption, sandbox.ErrNetworkingUnsupported)
-			}
-			return nil
-		}
-		if !errors.Is(err, dockerapi.ErrNotFound) {
-			return err
-		}
-		subnet, err := p.freeSubnet(ctx, gateSubnetBits, p.owner+"\x00"+string(id))
-		if err != nil {
-			return err
-		}
-		_, err = p.eng.NetworkCreate(ctx, dockerapi.NetworkCreate{
-			Name:           name,
-			Driver:         "bridge",
-			Internal:       true,
-			Labels:         p.gateLabels(id),
-			Options:        map[string]string{inhibitOption: "true"},
-			IPAM:           &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: subnet.String()}}},
-			CheckDuplicate: true,
-		})
-		switch {
-		case err == nil:
-			m.gateNet = true
-			continue // check what the engine made
-		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
-			if err := sleep(ctx, time.Duration(round+1)*20*time.Millisecond, false); err != nil {
-				return fmt.Errorf("docker: create network %s: %w", name, err)
-			}
-		default:
-			return fmt.Errorf("docker: create network %s: %w", name, err)
-		}
+	id := r.spec.SessionID
+	created, err := egress.EnsureNetwork(ctx, p.eng, egress.NetworkSpec{
+		Name: r.gateNet, Labels: p.gateLabels(id), Pool: p.pool, Seed: p.owner + "\x00" + string(id),
+	})
+	if created {
+		m.gateNet = true
 	}
-	return fmt.Errorf("docker: create network %s: still taken, or no free /%d in %s, after %d rounds", name, gateSubnetBits, p.pool, maxNetworkRounds)
+	if errors.Is(err, egress.ErrNotIsolated) {
+		return fmt.Errorf("docker: networking %q: the engine did not keep network %s internal with %s=true, so the sandbox could reach the host past its gate: %w",
+			domain.NetLimited, r.gateNet, egress.InhibitOption, sandbox.ErrNetworkingUnsupported)
+	}
+	if err != nil {
+		return fmt.Errorf("docker: %w", err)
+	}
+	return nil
 }
 
 // ensureGate makes sure session r's gate exists, runs and answers, creating
@@ -257,70 +192,39 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 			spec.Env = maps.Clone(spec.Env)
 			spec.Env[gate.EnvToken] = token
 		}
-		cfg, err := spec.Config()
-		if err != nil {
-			return fmt.Errorf("docker: %w", err)
+		persist := func(ctx context.Context, cid string) error {
+			m.gate = cid
+			if r.minter == nil {
+				return nil
+			}
+			if err := r.minter.Persist(ctx, id, token); err != nil {
+				return fmt.Errorf("docker: persist the gate token of %s: %w", id, err)
+			}
+			return nil
 		}
-		cid, err := p.eng.ContainerCreate(ctx, r.gateName, cfg)
+		cid, err := egress.Launch(ctx, p.eng, r.gateName, spec, p.gateOut, persist)
 		switch {
-		case errors.Is(err, dockerapi.ErrConflict):
+		case errors.Is(err, dockerapi.ErrConflict) && cid == "":
 			// Another Provision won: its token is the session's; this
 			// one's is dropped unpersisted.
 			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
 				return fmt.Errorf("docker: create %s: %w", r.gateName, err)
 			}
 			continue
-		case errors.Is(err, dockerapi.ErrNotFound):
-			return fmt.Errorf("docker: create gate %s (is gate image %q present? sandboxes never pull): %w", r.gateName, spec.Image, err)
 		case err != nil:
-			return fmt.Errorf("docker: create %s: %w", r.gateName, err)
-		}
-		m.gate = cid
-		if r.minter != nil {
-			if err := r.minter.Persist(ctx, id, token); err != nil {
-				return fmt.Errorf("docker: persist the gate token of %s: %w", id, err)
-			}
-		}
-		if err := p.eng.NetworkConnect(ctx, p.gateOut, cid); err != nil {
-			return fmt.Errorf("docker: connect gate %s to network %s: %w", r.gateName, p.gateOut, err)
-		}
-		if err := p.eng.ContainerStart(ctx, cid); err != nil {
-			return fmt.Errorf("docker: start gate %s: %w", r.gateName, err)
+			return fmt.Errorf("docker: %w", err)
 		}
 		return p.waitGate(ctx, cid, r.gateName)
 	}
 	return fmt.Errorf("docker: create %s: the container kept vanishing", r.gateName)
 }
 
-// gateCommand runs `stockade-gate cmd` in the gate container cid.
-func (p *Provider) gateCommand(ctx context.Context, cid, cmd string, outCap int64) (container.Result, error) {
-	return container.Exec(ctx, p.eng, cid, container.ExecSpec{
-		Argv: []string{gateProgram, cmd}, Timeout: gateCommandTimeout, OutputCap: outCap,
-		// A gate command that hangs means a broken gate: killing it
-		// fails closed, and the next Provision or Exec starts it again.
-		Policy: container.KillContainer, Logger: p.log,
-	})
-}
-
-// waitGate waits until the gate cid answers ready. A gate that exits
-// first (a bad configuration, a control plane that refused it) is an
-// error at once.
+// waitGate waits until the gate cid answers ready (egress.WaitReady).
 func (p *Provider) waitGate(ctx context.Context, cid, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, gateReadyBudget)
-	defer cancel()
-	for i := 0; ; i++ {
-		res, err := p.gateCommand(ctx, cid, gate.CmdReady, 4096)
-		if err == nil && res.ExitCode == 0 && strings.TrimSpace(string(res.Stdout)) == "ok" {
-			return nil
-		}
-		c, ierr := p.eng.ContainerInspect(ctx, cid)
-		if ierr == nil && !c.State.Running && c.State.Status != "created" && c.State.Status != "restarting" {
-			return fmt.Errorf("docker: gate %s %s (exit status %d) before it was ready: %w", name, c.State.Status, c.State.ExitCode, ErrGateDown)
-		}
-		if err := sleep(ctx, time.Duration(min(i+1, 10))*20*time.Millisecond, false); err != nil {
-			return fmt.Errorf("docker: gate %s not ready after %v (last: %v): %w", name, gateReadyBudget, errors.Join(err, ierr), ErrGateDown)
-		}
+	if err := egress.WaitReady(ctx, p.eng, cid, name, p.log); err != nil {
+		return fmt.Errorf("docker: %w", err)
 	}
+	return nil
 }
 
 // healGate makes sure session id's gate runs before a command of the
@@ -370,16 +274,9 @@ func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) ([]domain
 	case !c.State.Running:
 		return nil, fmt.Errorf("docker: session %s: %w", sessionID, ErrGateDown)
 	}
-	res, err := p.gateCommand(ctx, c.ID, gate.CmdLog, maxGateLogBytes)
+	dump, err := egress.ReadLog(ctx, p.eng, c.ID, name, p.log)
 	if err != nil {
-		return nil, fmt.Errorf("docker: read the record of %s: %w", name, err)
-	}
-	if res.ExitCode != 0 || res.Truncated() {
-		return nil, fmt.Errorf("docker: read the record of %s: exit status %d, truncated %v: %s", name, res.ExitCode, res.Truncated(), res.Stderr)
-	}
-	var dump gate.LogDump
-	if err := json.Unmarshal(res.Stdout, &dump); err != nil {
-		return nil, fmt.Errorf("docker: read the record of %s: %w", name, err)
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	return dump.Records, nil
 }
@@ -387,22 +284,10 @@ func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) ([]domain
 // removeGateNetwork removes session id's gate network if it is there and
 // no container uses it any more.
 func (p *Provider) removeGateNetwork(ctx context.Context, id domain.ID) error {
-	name := p.gateNetName(id)
-	n, err := p.findNetwork(ctx, name)
-	if errors.Is(err, dockerapi.ErrNotFound) {
-		return nil
+	if err := egress.RemoveNetwork(ctx, p.eng, p.gateNetName(id), p.gateLabels(id)); err != nil {
+		return fmt.Errorf("docker: %w", err)
 	}
-	if err != nil {
-		return err
-	}
-	if !label.Has(n.Labels, p.gateLabels(id)) {
-		return nil // not ours to remove
-	}
-	err = p.eng.NetworkRemove(ctx, n.ID)
-	if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
-		return nil
-	}
-	return fmt.Errorf("docker: remove network %s: %w", name, err)
+	return nil
 }
 
 // parsePrivate checks Config.GateAllowPrivate.

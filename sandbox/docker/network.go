@@ -2,8 +2,6 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -30,7 +29,7 @@ import (
 
 // DefaultSubnetPool is the IPv4 range owners' networks take their subnets
 // from when Config.SubnetPool is empty: 256 owners' networks of /24.
-const DefaultSubnetPool = "10.213.0.0/16"
+const DefaultSubnetPool = egress.DefaultPool
 
 // ownerSubnetBits is the prefix length of an owner's subnet: 253 addresses
 // for sandboxes (a /24 less network, gateway and broadcast), so at most 253
@@ -40,12 +39,6 @@ const ownerSubnetBits = 24
 // iccOption is the bridge driver option that, set to "false", drops traffic
 // between containers of the bridge.
 const iccOption = "com.docker.network.bridge.enable_icc"
-
-// maxNetworkRounds bounds how often networkFor looks for the network and
-// tries to create it, when another create holds the name or subnet (the
-// engine refuses the name before it lists the network); the waits between
-// rounds add up to about 16 s.
-const maxNetworkRounds = 40
 
 // parsePool checks a Config.SubnetPool: an IPv4 CIDR, masked, wide enough
 // for one owner's subnet.
@@ -90,19 +83,13 @@ func (p *Provider) errNoIsolation(name string) error {
 		domain.NetUnrestricted, iccOption, name, sandbox.ErrNetworkingUnsupported)
 }
 
-// findNetwork returns the network named name, or ErrNotFound. The engine's
-// name filter matches substrings, so the name is compared here.
+// findNetwork returns the network named name, or ErrNotFound.
 func (p *Provider) findNetwork(ctx context.Context, name string) (dockerapi.Network, error) {
-	ns, err := p.eng.NetworkList(ctx, dockerapi.Filters{"name": {name}})
+	n, err := egress.FindNetwork(ctx, p.eng, name)
 	if err != nil {
-		return dockerapi.Network{}, fmt.Errorf("docker: list networks: %w", err)
+		return n, fmt.Errorf("docker: %w", err)
 	}
-	for _, n := range ns {
-		if n.Name == name {
-			return n, nil
-		}
-	}
-	return dockerapi.Network{}, fmt.Errorf("docker: network %s: %w", name, dockerapi.ErrNotFound)
+	return n, nil
 }
 
 // networkFor returns the name of the owner's network, creating it if
@@ -110,7 +97,7 @@ func (p *Provider) findNetwork(ctx context.Context, name string) (dockerapi.Netw
 // that finds the name taken uses the network it finds after checking it.
 func (p *Provider) networkFor(ctx context.Context) (string, error) {
 	name := p.networkName()
-	for round := 0; round < maxNetworkRounds; round++ {
+	for round := 0; round < egress.NetworkRounds; round++ {
 		n, err := p.findNetwork(ctx, name)
 		if err == nil {
 			if !p.ownNetwork(n) {
@@ -124,9 +111,9 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 		if !errors.Is(err, dockerapi.ErrNotFound) {
 			return "", err
 		}
-		subnet, err := p.freeSubnet(ctx, ownerSubnetBits, p.owner)
+		subnet, err := egress.FreeSubnet(ctx, p.eng, p.pool, ownerSubnetBits, p.owner)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("docker: %w", err)
 		}
 		_, err = p.eng.NetworkCreate(ctx, dockerapi.NetworkCreate{
 			Name:           name,
@@ -153,46 +140,7 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("docker: create network %s: %w", name, err)
 		}
 	}
-	return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, maxNetworkRounds)
-}
-
-// freeSubnet returns a subnet of bits (a /24 for an owner's network, a /28
-// for a session's gate network) of the pool that no network of the engine
-// overlaps, starting at the slot the hash of seed names.
-func (p *Provider) freeSubnet(ctx context.Context, bits int, seed string) (netip.Prefix, error) {
-	ns, err := p.eng.NetworkList(ctx, nil)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("docker: list networks: %w", err)
-	}
-	var used []netip.Prefix
-	for _, n := range ns {
-		for _, c := range n.IPAM.Config {
-			if u, err := netip.ParsePrefix(c.Subnet); err == nil {
-				used = append(used, u)
-			}
-		}
-	}
-	slots := uint32(1) << (bits - p.pool.Bits())
-	h := sha256.Sum256([]byte(seed))
-	first := binary.BigEndian.Uint32(h[:4]) % slots
-	base := binary.BigEndian.Uint32(p.pool.Addr().AsSlice())
-	for i := uint32(0); i < slots; i++ {
-		slot := (first + i) % slots
-		var a [4]byte
-		binary.BigEndian.PutUint32(a[:], base+slot<<(32-bits))
-		cand := netip.PrefixFrom(netip.AddrFrom4(a), bits)
-		free := true
-		for _, u := range used {
-			if u.Overlaps(cand) {
-				free = false
-				break
-			}
-		}
-		if free {
-			return cand, nil
-		}
-	}
-	return netip.Prefix{}, fmt.Errorf("docker: every /%d of subnet pool %s is taken", bits, p.pool)
+	return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, egress.NetworkRounds)
 }
 
 // networkGone reports whether the owner's network no longer exists (a Reap

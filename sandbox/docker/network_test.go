@@ -10,7 +10,6 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/sandbox"
-	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
 // TestUnrestrictedSessionsIsolated: two NetUnrestricted sandboxes of one
@@ -146,62 +145,6 @@ func TestNetworkForConverges(t *testing.T) {
 	}
 	if left, err := leftovers(s.c, s.p.Owner())(ctx); err != nil || len(left) != 0 {
 		t.Errorf("after Reap, the owner has %q, %v; want nothing", left, err)
-	}
-}
-
-// networks is an engine whose only networks are given.
-type networks struct {
-	engine
-	list []dockerapi.Network
-}
-
-func (n networks) NetworkList(context.Context, dockerapi.Filters) ([]dockerapi.Network, error) {
-	return n.list, nil
-}
-
-func TestFreeSubnet(t *testing.T) {
-	subnets := func(cidrs ...string) networks {
-		var n networks
-		for _, c := range cidrs {
-			n.list = append(n.list, dockerapi.Network{IPAM: dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: c}}}})
-		}
-		return n
-	}
-	for _, tt := range []struct {
-		pool string
-		eng  networks
-		want string // "" for an error
-	}{
-		{"10.9.8.0/24", subnets(), "10.9.8.0/24"},
-		{"10.9.8.0/24", subnets("10.9.8.128/25"), ""},
-		{"10.9.8.0/24", subnets("10.0.0.0/8"), ""},
-		{"10.9.0.0/23", subnets("10.9.0.0/24"), "10.9.1.0/24"},
-		{"10.9.0.0/23", subnets("10.9.1.0/24"), "10.9.0.0/24"},
-		{"10.9.0.0/23", subnets("10.9.0.0/24", "10.9.1.7/32"), ""},
-	} {
-		pool, err := parsePool(tt.pool)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := &Provider{eng: tt.eng, owner: "o", pool: pool}
-		got, err := p.freeSubnet(context.Background(), ownerSubnetBits, p.owner)
-		if tt.want == "" && err == nil || tt.want != "" && (err != nil || got.String() != tt.want) {
-			t.Errorf("freeSubnet(pool %s, used %v) = %v, %v; want %q", tt.pool, tt.eng.list, got, err, tt.want)
-		}
-	}
-	// The owner's hash picks the first slot tried, so owners spread.
-	pool, _ := parsePool("")
-	seen := map[string]bool{}
-	for _, o := range []string{"a", "b", "c", "d"} {
-		p := &Provider{eng: subnets(), owner: o, pool: pool}
-		got, err := p.freeSubnet(context.Background(), ownerSubnetBits, p.owner)
-		if err != nil || !pool.Contains(got.Addr()) || got.Bits() != ownerSubnetBits {
-			t.Errorf("freeSubnet(owner %s) = %v, %v; want a /%d of %s", o, got, err, ownerSubnetBits, pool)
-		}
-		seen[got.String()] = true
-	}
-	if len(seen) < 2 {
-		t.Errorf("four owners all got %v; want their hashes to spread them", seen)
 	}
 }
 

@@ -2,9 +2,13 @@
 // on the test network: plain HTTP on :8080 and HTTPS (a certificate it
 // makes at start, for every name) on :8443, both answering
 // "upstream host=<Host> path=<path>" or, for /bytes?n=N, N bytes; and UDP
-// on :9999, counting datagrams, whose count GET /udp answers; and an OTLP/HTTP
+// on :9999, counting datagrams, whose count GET /udp answers; an OTLP/HTTP
 // receiver under /otlp (otlptest: exports POSTed to /otlp/v1/traces and
-// /otlp/v1/metrics, what it decoded at GET /otlp/dump). It is test
+// /otlp/v1/metrics, what it decoded at GET /otlp/dump). When the
+// directory /files exists (a GOPROXY file layout the tests mount), GET
+// /files/<path> serves it (404 for what it lacks), and GET
+// /redirect/<host>/<path> answers 302 to http://<host>:8080/files/<path>:
+// a module proxy that sends its clients to another host. It is test
 // code, built by the tests with the host's go command. Its TLS accepts what
 // busybox's ssl_client (the tests' TLS client) offers: RSA key exchange and
 // SHA-1 handshake signatures, which Go no longer allows by default.
@@ -25,12 +29,17 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/stockade/stockade/internal/gate/otlptest"
 )
+
+// filesDir is where the tests mount a directory to serve.
+const filesDir = "/files"
 
 func main() {
 	var udp atomic.Int64
@@ -61,6 +70,17 @@ func main() {
 			n -= k
 		}
 	})
+	if fi, err := os.Stat(filesDir); err == nil && fi.IsDir() {
+		mux.Handle("/files/", http.StripPrefix("/files/", http.FileServer(http.Dir(filesDir))))
+		mux.HandleFunc("/redirect/", func(w http.ResponseWriter, r *http.Request) {
+			host, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/redirect/"), "/")
+			if !ok || host == "" {
+				http.NotFound(w, r)
+				return
+			}
+			http.Redirect(w, r, "http://"+host+":8080/files/"+rest, http.StatusFound)
+		})
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, "upstream host=%s path=%s tls=%v auth=%s\n", r.Host, r.URL.Path, r.TLS != nil, r.Header.Get("Authorization"))
