@@ -161,6 +161,7 @@ type Call struct {
 	stdout, stderr io.Writer
 	started        bool // under Conn.mu
 	output         bool // under Conn.mu: 'O' or 'E' seen
+	acked          chan struct{} // closed at 'S'
 	done           chan struct{}
 	code           int
 	err            error
@@ -168,6 +169,9 @@ type Call struct {
 
 // Done is closed when the call has ended.
 func (k *Call) Done() <-chan struct{} { return k.done }
+
+// Acked is closed when the agent said it was starting the command.
+func (k *Call) Acked() <-chan struct{} { return k.acked }
 
 // Result returns the exit status once Done is closed: err nil means the
 // command exited with code; else err wraps ErrNotStarted or ErrLost.
@@ -213,7 +217,7 @@ func (c *Conn) Run(req Request, stdout, stderr io.Writer) (*Call, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNotStarted, err)
 	}
 	c.next++
-	k := &Call{id: c.next, stdout: stdout, stderr: stderr, done: make(chan struct{})}
+	k := &Call{id: c.next, stdout: stdout, stderr: stderr, acked: make(chan struct{}), done: make(chan struct{})}
 	c.calls[k.id] = k
 	c.mu.Unlock()
 	c.enqueue(frameBytes(TypeRun, k.id, b))
@@ -283,8 +287,10 @@ func (c *Conn) dispatch(f frame) error {
 	case TypeStarted:
 		if k.started {
 			bad = "second start"
+		} else {
+			k.started = true
+			close(k.acked)
 		}
-		k.started = true
 	case TypeStdout, TypeStderr:
 		switch {
 		case !k.started:

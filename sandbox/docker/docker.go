@@ -175,6 +175,13 @@ type Config struct {
 	// unless GateAllowPrivate admits them) and records every request for
 	// EgressLog. False gives them the owner's bridge network.
 	GateUnrestricted bool
+	// NoAgent runs every command through an engine exec, as before the
+	// resident agent. False (the default) places the agent
+	// (internal/agent) read-only in every sandbox and runs the sandbox
+	// user's commands through it, falling back to engine execs whenever it
+	// is gone, hangs or breaks its protocol; the contract suite passes
+	// both ways (and with the agent killed by the session between cases).
+	NoAgent bool
 }
 
 // engine is the part of *dockerapi.Client the backend uses.
@@ -190,6 +197,7 @@ type engine interface {
 	ExecCreate(ctx context.Context, containerID string, cfg dockerapi.ExecConfig) (string, error)
 	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
 	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
+	ExecAttach(ctx context.Context, execID string) (io.ReadWriteCloser, error)
 	ArchiveStat(ctx context.Context, id, path string) (dockerapi.PathStat, error)
 	ArchiveGet(ctx context.Context, id, path string) (io.ReadCloser, dockerapi.PathStat, error)
 	ArchivePut(ctx context.Context, id, dir string, r io.Reader, opts dockerapi.PutOptions) error
@@ -222,6 +230,8 @@ type Provider struct {
 
 	mu   sync.Mutex
 	cpus container.CPUs // the engine's, to clamp limits with
+
+	agent agentState // the resident agent (agent.go)
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -260,7 +270,8 @@ func New(cfg Config) (*Provider, error) {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
-		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c}, nil
+		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c,
+		agent: agentState{off: cfg.NoAgent}}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -466,6 +477,9 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
 		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
 	}
+	if m, ok := p.agentMount(ctx, spec.Image); ok {
+		r.cfg.Mounts = append(r.cfg.Mounts, m)
+	}
 	if gated {
 		if err := p.resolveGate(ctx, r); err != nil {
 			return nil, err
@@ -527,6 +541,7 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 			continue
 		}
 		log.Info("provisioned", "phase", "provision", "dur", time.Since(start))
+		p.agentConn(ctx, b)
 		return b, nil
 	}
 	return nil, fmt.Errorf("docker: provision %s: the container kept vanishing", name)
@@ -905,6 +920,9 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 		if err := p.removeNetworkIfUnused(ctx); err != nil {
 			return nil, err
 		}
+		if err := p.removeAgentIfUnused(ctx); err != nil {
+			return nil, err
+		}
 	}
 	vs, err := p.eng.VolumeList(ctx, dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession)))
 	if err != nil {
@@ -976,6 +994,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 			case !p.ours(c.Config.Labels, id):
 				errs[i] = fmt.Errorf("docker: %s is not this owner's; not removing it", n)
 			default:
+				p.forgetAgent(c.ID)
 				errs[i] = p.removeContainer(rctx, c.ID)
 			}
 		}()
@@ -991,6 +1010,9 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 		return err
 	}
 	if err := p.removeNetworkIfUnused(rctx); err != nil {
+		return err
+	}
+	if err := p.removeAgentIfUnused(rctx); err != nil {
 		return err
 	}
 	vols, err := p.eng.VolumeList(rctx, dockerapi.LabelsFilter(p.labels(id)))
@@ -1036,15 +1058,18 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	return nil
 }
 
-// sessionContainers lists the owner's session containers (sandboxes and
-// keepers) in any state, checking the engine's filter again (label.Has).
+// sessionContainers lists the owner's session containers (sandboxes,
+// keepers, gates; not the agent's fillers) in any state, checking the
+// engine's filter again (label.Has).
 func (p *Provider) sessionContainers(ctx context.Context) ([]dockerapi.ContainerSummary, error) {
 	want := label.Base(p.owner, label.KindSession)
 	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list sandboxes: %w", err)
 	}
-	return slices.DeleteFunc(cs, func(c dockerapi.ContainerSummary) bool { return !label.Has(c.Labels, want) }), nil
+	return slices.DeleteFunc(cs, func(c dockerapi.ContainerSummary) bool {
+		return !label.Has(c.Labels, want) || c.Labels[label.Role] == label.RoleAgent
+	}), nil
 }
 
 // removeListed removes the containers the engine lists for session id.

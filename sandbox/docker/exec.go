@@ -80,6 +80,21 @@ func (b *box) exec(ctx context.Context, s container.ExecSpec) (container.Result,
 	s.Policy = container.KillTree
 	s.Backstop = func(ctx context.Context) error { return b.restart(ctx, start) }
 	s.Logger = b.p.log
+	if c := b.p.agentConn(ctx, b); c != nil {
+		// The agent's transport, the engine's killer: container.Exec
+		// enforces the timeout, the caps and the kill as it does for an
+		// engine exec.
+		as := s
+		as.Killer, as.Nested = b.p.eng, true
+		res, err := container.Exec(ctx, &agentExec{conn: c, eng: b.p.eng, user: b.user()}, b.id, as)
+		if !errors.Is(err, container.ErrNotStarted) {
+			if err != nil {
+				return res, b.execErr(err)
+			}
+			return res, nil
+		}
+		b.p.log.Debug("the agent did not start the command; running it through the engine", "container", b.name, "err", err)
+	}
 	res, err := container.Exec(ctx, b.p.eng, b.id, s)
 	if err != nil {
 		return res, b.execErr(err)
