@@ -159,8 +159,8 @@ func (c *Conn) resolve(cause error) {
 type Call struct {
 	id             uint32
 	stdout, stderr io.Writer
-	started        bool // under Conn.mu
-	output         bool // under Conn.mu: 'O' or 'E' seen
+	started        bool          // under Conn.mu
+	output         bool          // under Conn.mu: 'O' or 'E' seen
 	acked          chan struct{} // closed at 'S'
 	done           chan struct{}
 	code           int

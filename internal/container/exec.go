@@ -127,7 +127,7 @@ type ExecSpec struct {
 	// child, so the killer takes every process carrying the command's
 	// marker for the wrapper (kill.sh's "nested" mode).
 	Nested bool
-	Logger   *slog.Logger // nil discards
+	Logger *slog.Logger // nil discards
 }
 
 // Exec runs s.Argv in the running container id under the wrapper
