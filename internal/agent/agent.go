@@ -162,6 +162,13 @@ func frameBytes(typ byte, id uint32, payload []byte) []byte {
 // limit is ErrProtocol, read no further. io.EOF means r ended between
 // frames.
 func readFrame(r io.Reader, bound func(typ byte) int) (frame, error) {
+	return readFrameInto(r, bound, nil)
+}
+
+// readFrameInto is readFrame with the payload read into buf when it fits
+// (valid until the next call), so a stream of output chunks allocates
+// nothing per frame.
+func readFrameInto(r io.Reader, bound func(typ byte) int, buf []byte) (frame, error) {
 	var h [headerBytes]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
@@ -178,7 +185,11 @@ func readFrame(r io.Reader, bound func(typ byte) int) (frame, error) {
 	if int64(n) > int64(max) {
 		return frame{}, fmt.Errorf("%w: %q frame of %d bytes (at most %d)", ErrProtocol, f.typ, n, max)
 	}
-	f.payload = make([]byte, n)
+	if int(n) <= cap(buf) {
+		f.payload = buf[:n]
+	} else {
+		f.payload = make([]byte, n)
+	}
 	if _, err := io.ReadFull(r, f.payload); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return frame{}, fmt.Errorf("%w: stream ended inside a %q frame", ErrProtocol, f.typ)

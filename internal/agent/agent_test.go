@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -386,5 +387,35 @@ func TestMergeEnv(t *testing.T) {
 	got := mergeEnv([]string{"A=1", "B=2"}, []string{"B=3", "C=4", "A="})
 	if want := "A= B=3 C=4"; strings.Join(got, " ") != want {
 		t.Errorf("mergeEnv = %q; want %q", got, want)
+	}
+}
+
+// TestFloodAllocatesLittle: a command's output flood through the channel
+// is copied into the caller's writers without a fresh buffer per frame.
+func TestFloodAllocatesLittle(t *testing.T) {
+	const total = 256 << 20
+	chunk := frameBytes(TypeStdout, 1, bytes.Repeat([]byte("y"), MaxChunk))
+	p := open(t, func(in io.Reader, out io.Writer) {
+		hello(out)
+		f := readRun(t, in)
+		out.Write(frameBytes(TypeStarted, f.id, nil))
+		for n := 0; n < total; n += MaxChunk {
+			out.Write(chunk)
+		}
+		out.Write(frameBytes(TypeExit, f.id, []byte{0, 0, 0, 0}))
+	}, nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	k, err := p.conn.Run(Request{Argv: []string{"flood"}}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wait(t, k); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Errorf("a %d MiB flood allocated %d MiB on the host; want < 32 MiB", total>>20, grew>>20)
 	}
 }

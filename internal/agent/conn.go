@@ -254,8 +254,9 @@ func (c *Conn) writeLoop() {
 }
 
 func (c *Conn) readLoop(r io.Reader) {
+	buf := make([]byte, MaxChunk)
 	for {
-		f, err := readFrame(r, hostBound)
+		f, err := readFrameInto(r, hostBound, buf)
 		if err == nil {
 			err = c.dispatch(f)
 		}

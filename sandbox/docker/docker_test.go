@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"github.com/stockade/stockade/sandbox/sandboxtest"
 )
@@ -116,14 +117,25 @@ func isPodman(t testing.TB, c *dockerapi.Client) bool {
 	return v.Podman()
 }
 
-func TestContract(t *testing.T) {
+func TestContract(t *testing.T) { contract(t, nil) }
+
+// TestContractAgentKilled runs the contract suite with the main sandbox's
+// agent killed by the session before every case: each case starts on the
+// engine path and goes on through the agent launched again a second later.
+func TestContractAgentKilled(t *testing.T) {
+	contract(t, func(t *testing.T, p *Provider, sb sandbox.Sandbox) { killAgent(t, p, sb, "KILL") })
+}
+
+// contract runs the suite on a gated provider; disrupt, when set, runs
+// before every case.
+func contract(t *testing.T, disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)) {
 	c := enginetest.Client(t)
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
 	u := enginetest.StartUpstream(t, c, owner)
 	p, counter := newGateProvider(t, gateConfig(u, owner))
 	other, _ := newGateProvider(t, gateConfig(u, owner))
-	sandboxtest.Run(t, sandboxtest.Harness{
+	h := sandboxtest.Harness{
 		// Podman cannot disable traffic between the containers of a
 		// network (see network.go).
 		NetUnrestrictedRefused: isPodman(t, c),
@@ -151,5 +163,9 @@ func TestContract(t *testing.T) {
 		},
 		RoundTrips: counter.n.Load,
 		Leftovers:  leftovers(c, owner),
-	})
+	}
+	if disrupt != nil {
+		h.Disrupt = func(t *testing.T, sb sandbox.Sandbox) { disrupt(t, p, sb) }
+	}
+	sandboxtest.Run(t, h)
 }
