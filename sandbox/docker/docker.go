@@ -80,6 +80,27 @@
 // The container's PID 1 is docker-init, which reaps orphans, so zombies of
 // killed or finished commands never use up the pids limit.
 //
+// # The resident agent
+//
+// Unless Config.NoAgent, every sandbox mounts, read-only at /.stockade, a
+// volume of the owner's holding the agent (cmd/stockade-agent, shipped in
+// the library by internal/agent/agentbin: no Go toolchain is needed here,
+// and no shell in the image to place it), and the backend starts it once
+// per sandbox, as the sandbox user, through an engine exec whose stdin and
+// stdout are its channel. The sandbox user's commands and the backend's
+// scripts go through it: the same wrapper, caps, OOM line, timer and
+// killer as an engine exec (the agent is a transport of container.Exec,
+// the killer still an engine exec, in kill.sh's nested mode), without the
+// create, start and inspect calls. The agent is the session's peer, not
+// trusted (internal/agent's threat model): a command it never said it was
+// starting when it died, hung or broke the protocol runs through the
+// engine instead; one it had started is killed through the engine and
+// reported lost (container.ErrExecLost), as over a broken exec stream; the
+// channel is then dropped, the agent killed through the engine, and
+// another launched in the background after a delay that doubles with each
+// failure in a row (1 s to 1 min). Commands go through the engine while
+// none runs.
+//
 // # Out of memory
 //
 // The wrapper reads the memory cgroup's oom_kill counter before and after
@@ -670,6 +691,8 @@ func (p *Provider) discard(ctx context.Context, m *made) error {
 	if m.network {
 		errs = append(errs, p.removeNetworkIfUnused(dctx))
 	}
+	// So is the agent's volume, made by the first Provision of a provider.
+	errs = append(errs, p.removeAgentIfUnused(dctx))
 	for _, v := range m.volumes {
 		err := p.eng.VolumeRemove(dctx, v, false)
 		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
