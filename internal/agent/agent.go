@@ -36,7 +36,8 @@
 //
 //	'R' run      id > 0, payload a JSON Request (at most MaxRequest bytes):
 //	             argv, the environment added to the agent's own, the
-//	             working directory (empty: the agent's)
+//	             working directory (empty: the agent's), and the bytes of
+//	             its stdin (none: empty)
 //	'C' cancel   id of a command sent earlier, no payload: if the agent has
 //	             not started it, it never will (it answers 'N'); if it has,
 //	             the agent kills its process group (an optimisation: the
@@ -89,9 +90,9 @@ const Version = 1
 const (
 	// MaxChunk bounds an 'O' or 'E' payload.
 	MaxChunk = 32 << 10
-	// MaxRequest bounds an 'R' payload: argv and environment, which the
-	// kernel bounds at about 2 MiB anyway.
-	MaxRequest = 4 << 20
+	// MaxRequest bounds an 'R' payload: argv and environment (which the
+	// kernel bounds at about 2 MiB anyway) and stdin, base64 in the JSON.
+	MaxRequest = 24 << 20
 	// MaxHello bounds the 'H' payload.
 	MaxHello = 1 << 10
 	// MaxReason bounds the 'N' payload.
@@ -121,6 +122,9 @@ type Request struct {
 	// Dir is the working directory; empty means the agent's (the
 	// container's working directory).
 	Dir string `json:"dir,omitempty"`
+	// Stdin is what the command reads on its stdin (then end of file);
+	// nil gives it an empty stdin.
+	Stdin []byte `json:"stdin,omitempty"`
 }
 
 // Hello is the payload of the agent's first frame.

@@ -102,6 +102,8 @@ func TestServeRuns(t *testing.T) {
 		{"dir", Request{Argv: []string{"/bin/sh", "-c", "pwd"}, Dir: "/"}, 0, "/\n", ""},
 		{"signal", Request{Argv: []string{"/bin/sh", "-c", "kill -9 $$"}}, 137, "", ""},
 		{"stdin empty", Request{Argv: []string{"/bin/sh", "-c", "cat; echo done"}}, 0, "done\n", ""},
+		{"stdin", Request{Argv: []string{"/bin/sh", "-c", "cat; echo done"}, Stdin: []byte("in\n")}, 0, "in\ndone\n", ""},
+		{"stdin unread", Request{Argv: []string{"/bin/sh", "-c", "echo done"}, Stdin: bytes.Repeat([]byte("x"), 1<<20)}, 0, "done\n", ""},
 		{"big", Request{Argv: []string{"/bin/sh", "-c", "head -c 300000 /dev/zero"}}, 0, strings.Repeat("\x00", 300000), ""},
 		{"background holds stdout", Request{Argv: []string{"/bin/sh", "-c", "(sleep 0.3; echo late) & echo early"}}, 0, "early\nlate\n", ""},
 	} {

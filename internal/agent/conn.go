@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // Errors of the host's end.
@@ -24,10 +25,12 @@ var (
 	ErrTooLarge = errors.New("agent: request too large")
 )
 
-// queueFrames bounds the frames waiting to be written to the agent; an
-// agent that does not read them is dropped. Requests are at most
-// MaxRequest bytes, so the queue holds at most 64 MiB.
-const queueFrames = 64
+// Bounds of the frames waiting to be written to the agent: an agent that
+// lets more pile up is dropped.
+const (
+	queueFrames = 64
+	queueBytes  = 2 * MaxRequest // bytes
+)
 
 // Conn is the host's end of an agent's channel. Its methods are safe for
 // concurrent use.
@@ -36,6 +39,7 @@ type Conn struct {
 	closer io.Closer
 	drop   func(cause error) error
 	queue  chan []byte
+	queued atomic.Int64 // bytes in queue
 	hello  Hello
 
 	mu    sync.Mutex
@@ -231,6 +235,10 @@ func (c *Conn) Cancel(k *Call) { c.enqueue(frameBytes(TypeCancel, k.id, nil)) }
 // enqueue hands a frame to the writer; an agent that lets queueFrames pile
 // up is dropped.
 func (c *Conn) enqueue(b []byte) {
+	if c.queued.Add(int64(len(b))) > queueBytes {
+		c.Fail(fmt.Errorf("%w: the agent does not read its requests", ErrGone))
+		return
+	}
 	select {
 	case <-c.dead:
 	case c.queue <- b:
@@ -245,7 +253,9 @@ func (c *Conn) writeLoop() {
 		case <-c.dead:
 			return
 		case b := <-c.queue:
-			if _, err := c.w.Write(b); err != nil {
+			_, err := c.w.Write(b)
+			c.queued.Add(-int64(len(b)))
+			if err != nil {
 				c.Fail(fmt.Errorf("%w: write: %v", ErrGone, err))
 				return
 			}

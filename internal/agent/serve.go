@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -187,6 +188,9 @@ func (s *server) start(c *command, req Request) (int, error) {
 	}
 	cmd := &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Env: mergeEnv(s.environ, req.Env), Dir: req.Dir,
 		Stdout: outW, Stderr: errW, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	if req.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(req.Stdin)
+	}
 	s.mu.Lock()
 	if c.cancelled {
 		s.mu.Unlock()

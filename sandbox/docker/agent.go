@@ -263,6 +263,20 @@ func (p *Provider) forgetAgent(id string) {
 	}
 }
 
+// runningAgent returns b's agent channel when one runs, launching none.
+func (p *Provider) runningAgent(b *box) *agent.Conn {
+	if p.agent.off {
+		return nil
+	}
+	s := p.agentSlotFor(b.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil && s.conn.Err() == nil {
+		return s.conn
+	}
+	return nil
+}
+
 // agentConn returns b's running agent channel; nil means this command
 // goes through the engine. When none runs, and none is being launched or
 // waited for after a failure, it launches one in the background (never in
@@ -359,6 +373,7 @@ type agentExec struct {
 	eng  engine // the engine: ContainerKill, and the insurance kill
 	user string // the agent's user: commands of another user go through the engine
 
+	stdin  []byte // the command's stdin; nil: empty
 	req    agent.Request
 	cid    string
 	marker string // the wrapper's marker, from its argv
@@ -378,7 +393,7 @@ func (a *agentExec) ExecCreate(ctx context.Context, cid string, cfg dockerapi.Ex
 	if len(cfg.Cmd) > 4 && cfg.Cmd[3] == "stockade-exec" {
 		a.marker = cfg.Cmd[4]
 	}
-	a.req, a.cid = agent.Request{Argv: cfg.Cmd, Env: cfg.Env, Dir: cfg.WorkingDir}, cid
+	a.req, a.cid = agent.Request{Argv: cfg.Cmd, Env: cfg.Env, Dir: cfg.WorkingDir, Stdin: a.stdin}, cid
 	return "agent", nil
 }
 

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -97,6 +98,19 @@ func TestAgentRunsCommands(t *testing.T) {
 	}
 	if res.ExitCode != 7 || res.Stdout != "out\n65534\n/workspace\n" || res.Stderr != "err\n" || res.TimedOut || res.Truncated {
 		t.Errorf("Exec = %+v; want exit 7, out/uid/workdir, err", res)
+	}
+	// A write goes through it too: scripts and the upload, no engine call.
+	before = counter.n.Load()
+	data := bytes.Repeat([]byte("z"), 1<<20)
+	if err := sb.WriteFile(ctx, "/workspace/d/big", data); err != nil {
+		t.Fatal(err)
+	}
+	if calls := counter.n.Load() - before; calls != 0 {
+		t.Errorf("WriteFile through the agent made %d engine calls; want 0", calls)
+	}
+	res, err = sb.Exec(ctx, sandbox.ExecRequest{Command: "stat -c '%u %a %s' /workspace/d/big; stat -c '%u %a' /workspace/d"})
+	if err != nil || res.Stdout != "65534 644 1048576\n65534 755\n" {
+		t.Errorf("written file and parent: %q, %v; want the user's, 0644, 1 MiB", res.Stdout, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -140,6 +142,9 @@ func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.F
 			return res.code, res.stdout, res.stderr, err
 		},
 		Put: func(ctx context.Context, dir string, write func(io.Writer) error) error {
+			if err := b.putAgent(ctx, dir, write, files[0].Path); !errors.Is(err, container.ErrNotStarted) {
+				return err
+			}
 			err := b.put(ctx, dir, write)
 			switch {
 			case err == nil:
@@ -183,6 +188,61 @@ func (b *box) discard(ctx context.Context, bw *sandbox.BulkWrite) {
 			return
 		}
 	}
+}
+
+// maxAgentUpload bounds, in bytes, an archive put extracts through the
+// agent (it travels in one request, and is held whole meanwhile); a larger
+// one goes through the engine's archive API.
+const maxAgentUpload = 16 << 20
+
+// putAgent extracts the tar that write produces in dir with tar(1) run by
+// the sandbox user, its stdin fed through the agent, as the Kubernetes
+// backend extracts from its exec's stdin: every member is the user's. It is
+// container.ErrNotStarted, with nothing extracted, when no agent runs, the
+// archive is over maxAgentUpload, or the image has no tar (exit 127); a
+// failed extraction is a PathNotWritableError for target.
+func (b *box) putAgent(ctx context.Context, dir string, write func(io.Writer) error, target string) error {
+	if b.p.runningAgent(b) == nil {
+		return container.ErrNotStarted
+	}
+	buf := &cappedBuffer{max: maxAgentUpload}
+	if err := write(buf); err != nil {
+		if buf.over {
+			return fmt.Errorf("%w: the archive is over %d bytes", container.ErrNotStarted, maxAgentUpload)
+		}
+		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
+	}
+	res, err := b.execIn(ctx, container.ExecSpec{Argv: []string{"tar", "-x", "-f", "-", "-C", dir}, User: b.user(),
+		Timeout: scriptTimeout, OutputCap: maxScriptOutput}, buf.b.Bytes())
+	switch {
+	case err != nil:
+		return err
+	case res.TimedOut:
+		return fmt.Errorf("docker: upload to %s timed out after %v", b.name, scriptTimeout)
+	case res.ExitCode == 127:
+		return fmt.Errorf("%w: no tar in the image", container.ErrNotStarted)
+	case res.ExitCode != 0:
+		return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: target, Reason: "extracting the upload failed: " + strings.TrimSpace(string(res.Stderr))})
+	}
+	return nil
+}
+
+// cappedBuffer keeps at most max bytes; a write past it fails and sets
+// over.
+type cappedBuffer struct {
+	b    bytes.Buffer
+	max  int
+	over bool
+}
+
+var errOverCap = errors.New("docker: archive over its cap")
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.b.Len()+len(p) > c.max {
+		c.over = true
+		return 0, errOverCap
+	}
+	return c.b.Write(p)
 }
 
 // put uploads the tar that write produces into dir, with every member owned
