@@ -113,7 +113,10 @@
 // to check and create parents as the sandbox user, one archive upload
 // (extracted with the container user as owner), one exec to rename, so a
 // write of any number of files costs two execs and one upload per writable
-// place touched. Files of WriteFiles are grouped by writable place, in the
+// place touched. With the agent running, the two execs are its commands and
+// the upload is tar(1) run by it as the sandbox user with the archive on
+// its stdin (sandbox.ExtractArgv; archives up to 16 MiB, images with tar):
+// no engine call at all. Files of WriteFiles are grouped by writable place, in the
 // order the places first appear; order is kept within a place, and the
 // write stops at the first failure.
 package docker

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -205,15 +204,25 @@ func (b *box) putAgent(ctx context.Context, dir string, write func(io.Writer) er
 	if b.p.runningAgent(b) == nil {
 		return container.ErrNotStarted
 	}
-	buf := &cappedBuffer{max: maxAgentUpload}
-	if err := write(buf); err != nil {
-		if buf.over {
-			return fmt.Errorf("%w: the archive is over %d bytes", container.ErrNotStarted, maxAgentUpload)
-		}
+	// The archive whole, bounded by the one capped read; the writer ends
+	// before putAgent goes on, since it reads the caller's buffers.
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(write(pw))
+	}()
+	archive, err := io.ReadAll(&dockerapi.CapReader{R: pr, N: maxAgentUpload})
+	pr.CloseWithError(io.ErrClosedPipe) // write's next Write fails
+	<-done
+	switch {
+	case errors.Is(err, dockerapi.ErrCapExceeded):
+		return fmt.Errorf("%w: the archive is over %d bytes", container.ErrNotStarted, maxAgentUpload)
+	case err != nil:
 		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
 	}
-	res, err := b.execIn(ctx, container.ExecSpec{Argv: []string{"tar", "-x", "-f", "-", "-C", dir}, User: b.user(),
-		Timeout: scriptTimeout, OutputCap: maxScriptOutput}, buf.b.Bytes())
+	res, err := b.execIn(ctx, container.ExecSpec{Argv: sandbox.ExtractArgv(dir), User: b.user(),
+		Timeout: scriptTimeout, OutputCap: maxScriptOutput}, archive)
 	switch {
 	case err != nil:
 		return err
@@ -225,24 +234,6 @@ func (b *box) putAgent(ctx context.Context, dir string, write func(io.Writer) er
 		return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: target, Reason: "extracting the upload failed: " + strings.TrimSpace(string(res.Stderr))})
 	}
 	return nil
-}
-
-// cappedBuffer keeps at most max bytes; a write past it fails and sets
-// over.
-type cappedBuffer struct {
-	b    bytes.Buffer
-	max  int
-	over bool
-}
-
-var errOverCap = errors.New("docker: archive over its cap")
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	if c.b.Len()+len(p) > c.max {
-		c.over = true
-		return 0, errOverCap
-	}
-	return c.b.Write(p)
 }
 
 // put uploads the tar that write produces into dir, with every member owned
