@@ -25,6 +25,10 @@ import (
 func main() {
 	// One thread runs Go code: the agent shares the sandbox's pids limit.
 	runtime.GOMAXPROCS(1)
+	if err := agent.Harden(); err != nil {
+		fmt.Fprintln(os.Stderr, "stockade-agent:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -34,10 +38,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) != 2 || args[0] != "serve" {
 		fmt.Fprintln(stderr, "usage: stockade-agent serve MARKER")
 		return 2
-	}
-	if err := agent.Harden(); err != nil {
-		fmt.Fprintln(stderr, "stockade-agent:", err)
-		return 1
 	}
 	if err := agent.Serve(ctx, stdin, stdout, os.Environ()); err != nil {
 		fmt.Fprintln(stderr, "stockade-agent:", err)
