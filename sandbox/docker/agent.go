@@ -199,6 +199,50 @@ func (p *Provider) removeAgentIfUnused(ctx context.Context) error {
 	p.agent.mu.Lock()
 	defer p.agent.mu.Unlock()
 	want := p.agentLabels()
+	vs, err := p.eng.VolumeList(ctx, dockerapi.LabelsFilter(want))
+	if err != nil {
+		return fmt.Errorf("docker: list agent volumes: %w", err)
+	}
+	for _, v := range vs {
+		if !label.Has(v.Labels, want) {
+			continue
+		}
+		for attempt := 0; ; attempt++ {
+			// Fillers first: one a crashed process had in flight may
+			// appear only now.
+			if err := p.removeAgentFillers(ctx); err != nil {
+				return err
+			}
+			err := p.eng.VolumeRemove(ctx, v.Name, false)
+			if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
+				break
+			}
+			if !errors.Is(err, dockerapi.ErrConflict) {
+				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
+			}
+			// In use: by a filler the engine is still creating, or by a
+			// sandbox a concurrent Provision made, whose it is then.
+			if cs, err := p.sessionContainers(ctx); err != nil || len(cs) > 0 || attempt == maxAgentRemoveAttempts {
+				return err
+			}
+			if err := sleep(ctx, 100*time.Millisecond, false); err != nil {
+				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
+			}
+		}
+		if v.Name == p.agent.vol {
+			p.agent.vol = ""
+		}
+	}
+	return p.removeAgentFillers(ctx)
+}
+
+// maxAgentRemoveAttempts bounds the retries of removing the agent's volume
+// while a filler holds it (about 5 s).
+const maxAgentRemoveAttempts = 50
+
+// removeAgentFillers removes the owner's agent fillers.
+func (p *Provider) removeAgentFillers(ctx context.Context) error {
+	want := p.agentLabels()
 	fillers, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
 	if err != nil {
 		return fmt.Errorf("docker: list agent fillers: %w", err)
@@ -208,22 +252,6 @@ func (p *Provider) removeAgentIfUnused(ctx context.Context) error {
 			if err := p.removeContainer(ctx, c.ID); err != nil {
 				return err
 			}
-		}
-	}
-	vs, err := p.eng.VolumeList(ctx, dockerapi.LabelsFilter(want))
-	if err != nil {
-		return fmt.Errorf("docker: list agent volumes: %w", err)
-	}
-	for _, v := range vs {
-		if !label.Has(v.Labels, want) {
-			continue
-		}
-		err := p.eng.VolumeRemove(ctx, v.Name, false)
-		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
-			return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
-		}
-		if v.Name == p.agent.vol {
-			p.agent.vol = ""
 		}
 	}
 	return nil
