@@ -125,6 +125,12 @@ func (p *Provider) agentMount(ctx context.Context, image string) (m container.Mo
 	if a.bin == nil {
 		return m, false
 	}
+	if a.vol != "" && !p.agentVolumeThere(ctx, a.vol) {
+		// Another provider of the owner removed it with the owner's last
+		// session: mounting the name would have the engine make an empty,
+		// unlabelled volume of it.
+		a.vol = ""
+	}
 	if a.vol == "" {
 		fctx, cancel := context.WithTimeout(ctx, agentFillBudget)
 		defer cancel()
@@ -138,6 +144,23 @@ func (p *Provider) agentMount(ctx context.Context, image string) (m container.Mo
 		a.vol = name
 	}
 	return container.Mount{Type: container.Volume, Source: a.vol, Target: agentDir}, true
+}
+
+// agentVolumeThere reports whether the agent's volume name still exists
+// with the owner's agent labels (one list call per Provision: the window
+// in which another process's removal can still race this Provision is
+// that call to the container's create).
+func (p *Provider) agentVolumeThere(ctx context.Context, name string) bool {
+	vs, err := p.eng.VolumeList(ctx, dockerapi.Filters{"name": {name}})
+	if err != nil {
+		return false
+	}
+	for _, v := range vs {
+		if v.Name == name && label.Has(v.Labels, p.agentLabels()) {
+			return true
+		}
+	}
+	return false
 }
 
 // fillAgentVolume makes volume name (or finds it, ours) and writes bin into
