@@ -97,6 +97,12 @@ type BulkOps struct {
 	Discard func(ctx context.Context, bw *BulkWrite)
 }
 
+// ExtractArgv is the command that extracts, as the sandbox user, a
+// BulkWrite's archive read from its stdin into dir: how a backend uploads
+// without the engine's archive API (Kubernetes always, Docker through its
+// resident agent). Every member is then the user's.
+func ExtractArgv(dir string) []string { return []string{"tar", "-x", "-f", "-", "-C", dir} }
+
 // Run carries out the write of files (the files b was planned with), the
 // sequence of the BulkWrite documentation: prepare, upload, rename, and
 // discard after any failure from the upload on. backend prefixes errors.

@@ -60,6 +60,12 @@ var (
 	// ErrExecLost reports a command whose output stream ended (or broke)
 	// while it kept running; it was killed by the policy.
 	ErrExecLost = errors.New("container: exec lost")
+	// ErrNotStarted is what an ExecEngine's ExecCreate or ExecStart wraps
+	// when it knows the command never started and never will (a resident
+	// agent that was gone before it got the command): Exec returns it at
+	// once, with nothing to kill, and the caller may run the command
+	// another way.
+	ErrNotStarted = errors.New("container: command not started")
 )
 
 // Policy is how Exec ends a command at its timeout, when ctx ends, or when
@@ -112,7 +118,16 @@ type ExecSpec struct {
 	// (a Kubernetes pod) runs it in a sibling with a pids limit of its own,
 	// so a command holding every pid of its container cannot stop it.
 	KillerID string
-	Logger   *slog.Logger // nil discards
+	// Killer is the engine the KillTree killer runs through; nil means the
+	// command's. A command run by a resident agent (an ExecEngine over the
+	// agent's channel) is killed through the engine itself: the agent is
+	// never trusted to end what it started.
+	Killer ExecEngine
+	// Nested says the wrapper is not an exec root but a resident agent's
+	// child, so the killer takes every process carrying the command's
+	// marker for the wrapper (kill.sh's "nested" mode).
+	Nested bool
+	Logger *slog.Logger // nil discards
 }
 
 // Exec runs s.Argv in the running container id under the wrapper
@@ -204,6 +219,9 @@ func Exec(ctx context.Context, eng ExecEngine, id string, s ExecSpec) (res Resul
 	case timedOut || cancelled:
 		x.end(ctx, cancelStream)
 		code = x.exitCode(ctx, 137)
+	case errors.Is(serr, ErrNotStarted):
+		// The engine knows the command never started: nothing to end.
+		return res, serr
 	case serr != nil:
 		// The stream broke: the command may still run unseen.
 		x.end(ctx, cancelStream)
@@ -333,18 +351,73 @@ func (x *execution) runKiller(ctx context.Context) (int, error) {
 	if x.s.KillerID != "" {
 		target = x.s.KillerID
 	}
-	id, err := x.eng.ExecCreate(ctx, target, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", killScript, "stockade-kill", x.marker}, User: x.user, WorkingDir: "/", AttachStdout: true, AttachStderr: true})
+	eng := x.eng
+	if x.s.Killer != nil {
+		eng = x.s.Killer
+	}
+	mode := ""
+	if x.s.Nested {
+		mode = "nested"
+	}
+	return runKiller(ctx, eng, target, x.user, x.marker, mode)
+}
+
+// MarkerArg is the argument that makes a long-lived process started by an
+// exec (a resident agent) findable by KillMarked: "stockade-exec" and the
+// marker, as the wrapper carries them.
+func MarkerArg(marker string) string { return "stockade-exec" + marker }
+
+// KillMarked ends the process an exec started with MarkerArg(marker) in
+// its argv, and its descendants (kill.sh's "tree" mode: orphans are left
+// alone): how the host ends a resident agent it drops.
+func KillMarked(ctx context.Context, eng ExecEngine, id, user, marker string) error {
+	return killMarker(ctx, eng, id, user, marker, "tree")
+}
+
+// KillNested ends a command whose wrapper (with marker) a resident agent
+// started, as KillTree's killer does for such a command (ExecSpec.Nested).
+func KillNested(ctx context.Context, eng ExecEngine, id, user, marker string) error {
+	return killMarker(ctx, eng, id, user, marker, "nested")
+}
+
+// killMarker runs the killer in mode through eng in container id as user
+// until nothing with marker is left, within KillerBudget. A container that
+// is not running has nothing left.
+func killMarker(ctx context.Context, eng ExecEngine, id, user, marker, mode string) error {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), KillerBudget)
+	defer cancel()
+	var err error
+	for kctx.Err() == nil {
+		var code int
+		code, err = runKiller(kctx, eng, id, user, marker, mode)
+		switch {
+		case err == nil && (code == killDone || code == killNoTarget):
+			return nil
+		case errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound):
+			return nil
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-kctx.Done():
+		}
+	}
+	return fmt.Errorf("container: kill %s in %s: %w", MarkerArg(marker), id, errors.Join(err, kctx.Err()))
+}
+
+// runKiller runs kill.sh for marker in mode through eng in container id.
+func runKiller(ctx context.Context, eng ExecEngine, id, user, marker, mode string) (int, error) {
+	xid, err := eng.ExecCreate(ctx, id, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", killScript, "stockade-kill", marker, mode}, User: user, WorkingDir: "/", AttachStdout: true, AttachStderr: true})
 	if err != nil {
 		return -1, err
 	}
 	errb := dockerapi.NewBuffer(4 << 10)
-	if err := x.eng.ExecStart(ctx, id, nil, errb); err != nil {
+	if err := eng.ExecStart(ctx, xid, nil, errb); err != nil {
 		return -1, err
 	}
-	in, err := x.eng.ExecInspect(ctx, id)
+	in, err := eng.ExecInspect(ctx, xid)
 	for err == nil && in.ExitCode == nil && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
-		in, err = x.eng.ExecInspect(ctx, id)
+		in, err = eng.ExecInspect(ctx, xid)
 	}
 	if err != nil {
 		return -1, err

@@ -239,3 +239,52 @@ func TestExecBackstop(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 }
+
+// The killer's modes for a resident agent: nested ends a wrapper that is
+// an agent's child (with its descendants and its orphans), leaving the
+// agent and its other children; tree ends the agent's exec and its
+// descendants, and leaves orphans alone.
+func TestKillModes(t *testing.T) {
+	t.Parallel()
+	c := enginetest.Client(t)
+	id := started(t, c, spec(t, c, ""))
+	ctx := context.Background()
+	agent := `(setsid sleep 304 &)
+sh -c 'sleep 301 & (setsid sleep 302 &); wait' stockade-exec W1 &
+sleep 303 & wait`
+	xid, err := c.ExecCreate(ctx, id, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", agent, container.MarkerArg("A1")}, User: container.NobodyUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ExecStartDetached(ctx, xid); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); count(t, c, id, "sleep 30[1-4]") != "4"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the processes did not start")
+		}
+	}
+	if err := container.KillNested(ctx, c, id, container.NobodyUser, "W1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ args, want string }{{"sleep 301", "0"}, {"sleep 302", "0"}, {"sleep 303", "1"}, {"sleep 304", "1"}} {
+		if got := count(t, c, id, tc.args); got != tc.want {
+			t.Errorf("after KillNested: %s x %q; want %s", got, tc.args, tc.want)
+		}
+	}
+	if err := container.KillMarked(ctx, c, id, container.NobodyUser, "A1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ args, want string }{{"sleep 303", "0"}, {"sleep 304", "1"}} {
+		if got := count(t, c, id, tc.args); got != tc.want {
+			t.Errorf("after KillMarked: %s x %q; want %s", got, tc.args, tc.want)
+		}
+	}
+	if in, err := c.ExecInspect(ctx, xid); err != nil || in.Running {
+		t.Errorf("the marked exec after KillMarked: running %v, %v; want ended", in.Running, err)
+	}
+	// A marker nothing carries is nothing to kill.
+	if err := container.KillNested(ctx, c, id, container.NobodyUser, "none"); err != nil {
+		t.Errorf("KillNested of nothing = %v", err)
+	}
+}

@@ -55,6 +55,10 @@ const (
 // Values of Role.
 const (
 	RoleGate = "gate" // a NetLimited session's egress gate and its network
+	// RoleAgent marks the owner's volume holding the resident exec agent
+	// (no session's: it goes with the owner's last session) and the
+	// short-lived container that fills it.
+	RoleAgent = "agent"
 )
 
 // Base returns the labels every object Stockade creates carries.

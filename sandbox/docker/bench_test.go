@@ -2,7 +2,9 @@ package docker
 
 // Benchmarks of the jobs the issue measures, each beside the docker CLI doing
 // the same job in the same run, so ratios can be taken. Every sub-benchmark
-// reports its median as p50-ms besides the mean ns/op. Run:
+// reports its median as p50-ms besides the mean ns/op. The sandbox's agent
+// runs before the first iteration; "stockade-engine" rows run the same job
+// with every command through an engine exec. Run:
 //
 //	go test -run '^$' -bench . -benchtime 10x ./sandbox/docker/
 
@@ -27,12 +29,21 @@ import (
 // timed runs op b.N times and reports the median besides the mean.
 func timed(b *testing.B, op func(i int)) {
 	b.Helper()
+	timedPart(b, func(i int) time.Duration {
+		start := time.Now()
+		op(i)
+		return time.Since(start)
+	})
+}
+
+// timedPart runs op b.N times and reports the median of the durations it
+// returns (the part of each run that counts).
+func timedPart(b *testing.B, op func(i int) time.Duration) {
+	b.Helper()
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		op(i)
-		durs = append(durs, time.Since(start))
+		durs = append(durs, op(i))
 	}
 	b.StopTimer()
 	slices.Sort(durs)
@@ -73,6 +84,7 @@ func setup(b *testing.B) *benchEnv {
 	}
 	e.sb, e.name = sb, e.p.containerName(id)
 	b.Cleanup(func() { sb.Destroy(context.Background()) })
+	waitAgent(b, e.p, sb)
 	return e
 }
 
@@ -103,12 +115,18 @@ func BenchmarkProvisionExecDestroy(b *testing.B) {
 func BenchmarkExec(b *testing.B) {
 	e := setup(b)
 	ctx := context.Background()
-	b.Run("stockade", func(b *testing.B) {
+	exec := func(b *testing.B) {
 		timed(b, func(int) {
 			if res, err := e.sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
 				b.Fatal(res, err)
 			}
 		})
+	}
+	b.Run("stockade", exec) // through the agent
+	b.Run("stockade-engine", func(b *testing.B) {
+		e.p.agent.off = true // every command through an engine exec
+		defer func() { e.p.agent.off = false }()
+		exec(b)
 	})
 	b.Run("docker-exec", func(b *testing.B) {
 		timed(b, func(int) { dockerCLI(b, "exec", "-u", "65534:65534", e.name, "true") })
@@ -127,12 +145,18 @@ func BenchmarkWriteFiles1000(b *testing.B) {
 		os.MkdirAll(filepath.Join(dir, "wf", filepath.Dir(rel)), 0o755)
 		os.WriteFile(filepath.Join(dir, "wf", rel), data, 0o644)
 	}
-	b.Run("stockade", func(b *testing.B) {
+	write := func(b *testing.B) {
 		timed(b, func(int) {
 			if err := e.sb.WriteFiles(ctx, files); err != nil {
 				b.Fatal(err)
 			}
 		})
+	}
+	b.Run("stockade", write)
+	b.Run("stockade-engine", func(b *testing.B) {
+		e.p.agent.off = true
+		defer func() { e.p.agent.off = false }()
+		write(b)
 	})
 	b.Run("docker-cp", func(b *testing.B) {
 		timed(b, func(int) { dockerCLI(b, "cp", filepath.Join(dir, "wf")+"/.", e.name+":/workspace/wfcli") })
@@ -145,13 +169,19 @@ func BenchmarkWriteFile1MiB(b *testing.B) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
 	host := filepath.Join(b.TempDir(), "one.bin")
 	os.WriteFile(host, data, 0o644)
-	b.Run("stockade", func(b *testing.B) {
+	write := func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		timed(b, func(int) {
 			if err := e.sb.WriteFile(ctx, "/workspace/one.bin", data); err != nil {
 				b.Fatal(err)
 			}
 		})
+	}
+	b.Run("stockade", write)
+	b.Run("stockade-engine", func(b *testing.B) {
+		e.p.agent.off = true
+		defer func() { e.p.agent.off = false }()
+		write(b)
 	})
 	b.Run("docker-cp", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
@@ -179,4 +209,57 @@ func BenchmarkReadFile1MiB(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		timed(b, func(int) { dockerCLI(b, "cp", e.name+":/workspace/one.bin", dst) })
 	})
+}
+
+// BenchmarkAgent measures what the agent adds: placing it (a provider's
+// first Provision: the volume made and filled through a filler container),
+// launching it in a sandbox (one exec with stdin attached, up to its
+// hello), and a Provision of a sandbox with and without its mount.
+func BenchmarkAgent(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	b.Run("place", func(b *testing.B) {
+		timed(b, func(int) {
+			p, _ := newProvider(b, enginetest.Owner(b))
+			if _, ok := p.agentMount(ctx, e.img); !ok {
+				b.Fatal("the agent was not placed")
+			}
+			if err := p.removeAgentIfUnused(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("launch", func(b *testing.B) {
+		timedPart(b, func(int) time.Duration {
+			start := time.Now()
+			c, err := e.p.startAgent(ctx, e.sb.(*box))
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(start)
+			c.Close()
+			return d
+		})
+	})
+	provision := func(b *testing.B, off bool) {
+		e.p.agent.off = off
+		defer func() { e.p.agent.off = false }()
+		timedPart(b, func(i int) time.Duration {
+			start := time.Now()
+			sb, err := e.p.Provision(ctx, sandbox.Spec{SessionID: domain.ID(fmt.Sprintf("ap-%v-%d", off, i)), Image: e.img})
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(start)
+			if !off {
+				waitAgent(b, e.p, sb) // its launch does not overlap the next Provision
+			}
+			sb.Destroy(ctx)
+			return d
+		})
+	}
+	for i := 0; i < 2; i++ { // interleaved, against drift in the load
+		b.Run("provision", func(b *testing.B) { provision(b, false) })
+		b.Run("provision-no-agent", func(b *testing.B) { provision(b, true) })
+	}
 }

@@ -80,6 +80,27 @@
 // The container's PID 1 is docker-init, which reaps orphans, so zombies of
 // killed or finished commands never use up the pids limit.
 //
+// # The resident agent
+//
+// Unless Config.NoAgent, every sandbox mounts, read-only at /.stockade, a
+// volume of the owner's holding the agent (cmd/stockade-agent, shipped in
+// the library by internal/agent/agentbin: no Go toolchain is needed here,
+// and no shell in the image to place it), and the backend starts it once
+// per sandbox, as the sandbox user, through an engine exec whose stdin and
+// stdout are its channel. The sandbox user's commands and the backend's
+// scripts go through it: the same wrapper, caps, OOM line, timer and
+// killer as an engine exec (the agent is a transport of container.Exec,
+// the killer still an engine exec, in kill.sh's nested mode), without the
+// create, start and inspect calls. The agent is the session's peer, not
+// trusted (internal/agent's threat model): a command it never said it was
+// starting when it died, hung or broke the protocol runs through the
+// engine instead; one it had started is killed through the engine and
+// reported lost (container.ErrExecLost), as over a broken exec stream; the
+// channel is then dropped, the agent killed through the engine, and
+// another launched in the background after a delay that doubles with each
+// failure in a row (1 s to 1 min). Commands go through the engine while
+// none runs.
+//
 // # Out of memory
 //
 // The wrapper reads the memory cgroup's oom_kill counter before and after
@@ -92,7 +113,10 @@
 // to check and create parents as the sandbox user, one archive upload
 // (extracted with the container user as owner), one exec to rename, so a
 // write of any number of files costs two execs and one upload per writable
-// place touched. Files of WriteFiles are grouped by writable place, in the
+// place touched. With the agent running, the two execs are its commands and
+// the upload is tar(1) run by it as the sandbox user with the archive on
+// its stdin (sandbox.ExtractArgv; archives up to 16 MiB, images with tar):
+// no engine call at all. Files of WriteFiles are grouped by writable place, in the
 // order the places first appear; order is kept within a place, and the
 // write stops at the first failure.
 package docker
@@ -176,6 +200,13 @@ type Config struct {
 	// unless GateAllowPrivate admits them) and records every request for
 	// EgressLog. False gives them the owner's bridge network.
 	GateUnrestricted bool
+	// NoAgent runs every command through an engine exec, as before the
+	// resident agent. False (the default) places the agent
+	// (internal/agent) read-only in every sandbox and runs the sandbox
+	// user's commands through it, falling back to engine execs whenever it
+	// is gone, hangs or breaks its protocol; the contract suite passes
+	// both ways (and with the agent killed by the session between cases).
+	NoAgent bool
 }
 
 // engine is the part of *dockerapi.Client the backend uses.
@@ -191,6 +222,7 @@ type engine interface {
 	ExecCreate(ctx context.Context, containerID string, cfg dockerapi.ExecConfig) (string, error)
 	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
 	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
+	ExecAttach(ctx context.Context, execID string) (io.ReadWriteCloser, error)
 	ArchiveStat(ctx context.Context, id, path string) (dockerapi.PathStat, error)
 	ArchiveGet(ctx context.Context, id, path string) (io.ReadCloser, dockerapi.PathStat, error)
 	ArchivePut(ctx context.Context, id, dir string, r io.Reader, opts dockerapi.PutOptions) error
@@ -223,6 +255,8 @@ type Provider struct {
 
 	mu   sync.Mutex
 	cpus container.CPUs // the engine's, to clamp limits with
+
+	agent agentState // the resident agent (agent.go)
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -261,7 +295,8 @@ func New(cfg Config) (*Provider, error) {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
-		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c}, nil
+		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c,
+		agent: agentState{off: cfg.NoAgent}}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -467,6 +502,9 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
 		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
 	}
+	if m, ok := p.agentMount(ctx, spec.Image); ok {
+		r.cfg.Mounts = append(r.cfg.Mounts, m)
+	}
 	if gated {
 		if err := p.resolveGate(ctx, r); err != nil {
 			return nil, err
@@ -528,6 +566,7 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 			continue
 		}
 		log.Info("provisioned", "phase", "provision", "dur", time.Since(start))
+		p.agentConn(ctx, b)
 		return b, nil
 	}
 	return nil, fmt.Errorf("docker: provision %s: the container kept vanishing", name)
@@ -656,6 +695,8 @@ func (p *Provider) discard(ctx context.Context, m *made) error {
 	if m.network {
 		errs = append(errs, p.removeNetworkIfUnused(dctx))
 	}
+	// So is the agent's volume, made by the first Provision of a provider.
+	errs = append(errs, p.removeAgentIfUnused(dctx))
 	for _, v := range m.volumes {
 		err := p.eng.VolumeRemove(dctx, v, false)
 		if err != nil && !errors.Is(err, dockerapi.ErrNotFound) && !errors.Is(err, dockerapi.ErrConflict) {
@@ -906,6 +947,9 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 		if err := p.removeNetworkIfUnused(ctx); err != nil {
 			return nil, err
 		}
+		if err := p.removeAgentIfUnused(ctx); err != nil {
+			return nil, err
+		}
 	}
 	vs, err := p.eng.VolumeList(ctx, dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession)))
 	if err != nil {
@@ -977,6 +1021,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 			case !p.ours(c.Config.Labels, id):
 				errs[i] = fmt.Errorf("docker: %s is not this owner's; not removing it", n)
 			default:
+				p.forgetAgent(c.ID)
 				errs[i] = p.removeContainer(rctx, c.ID)
 			}
 		}()
@@ -992,6 +1037,9 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 		return err
 	}
 	if err := p.removeNetworkIfUnused(rctx); err != nil {
+		return err
+	}
+	if err := p.removeAgentIfUnused(rctx); err != nil {
 		return err
 	}
 	vols, err := p.eng.VolumeList(rctx, dockerapi.LabelsFilter(p.labels(id)))
@@ -1037,15 +1085,18 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	return nil
 }
 
-// sessionContainers lists the owner's session containers (sandboxes and
-// keepers) in any state, checking the engine's filter again (label.Has).
+// sessionContainers lists the owner's session containers (sandboxes,
+// keepers, gates; not the agent's fillers) in any state, checking the
+// engine's filter again (label.Has).
 func (p *Provider) sessionContainers(ctx context.Context) ([]dockerapi.ContainerSummary, error) {
 	want := label.Base(p.owner, label.KindSession)
 	cs, err := p.eng.ContainerList(ctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list sandboxes: %w", err)
 	}
-	return slices.DeleteFunc(cs, func(c dockerapi.ContainerSummary) bool { return !label.Has(c.Labels, want) }), nil
+	return slices.DeleteFunc(cs, func(c dockerapi.ContainerSummary) bool {
+		return !label.Has(c.Labels, want) || c.Labels[label.Role] == label.RoleAgent
+	}), nil
 }
 
 // removeListed removes the containers the engine lists for session id.

@@ -11,6 +11,7 @@ import (
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"github.com/stockade/stockade/sandbox/sandboxtest"
 )
@@ -86,14 +87,36 @@ func isPodman(t testing.TB, c *dockerapi.Client) bool {
 	return enginetest.Podman(t, c)
 }
 
-func TestContract(t *testing.T) {
+// TestContract runs the contract suite with the resident agent (the
+// default).
+func TestContract(t *testing.T) { contract(t, false, nil) }
+
+// TestContractNoAgent runs it with every command through engine execs, the
+// path the agent falls back to.
+func TestContractNoAgent(t *testing.T) { contract(t, true, nil) }
+
+// TestContractAgentKilled runs the contract suite with the main sandbox's
+// agent killed by the session before every case: each case starts on the
+// engine path and goes on through the agent launched again a second later.
+// The constant-round-trips case cannot hold across that switch (its two
+// writes take different paths); it holds on each path, in the two runs
+// above.
+func TestContractAgentKilled(t *testing.T) {
+	contract(t, false, func(t *testing.T, p *Provider, sb sandbox.Sandbox) { killAgent(t, p, sb, "KILL") })
+}
+
+// contract runs the suite on a gated provider, without its agent when
+// noAgent; disrupt, when set, runs before every case.
+func contract(t *testing.T, noAgent bool, disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)) {
 	c := enginetest.Client(t)
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
 	u := enginetest.StartUpstream(t, c, owner)
-	p, counter := newGateProvider(t, gateConfig(u, owner))
-	other, _ := newGateProvider(t, gateConfig(u, owner))
-	sandboxtest.Run(t, sandboxtest.Harness{
+	cfg := gateConfig(u, owner)
+	cfg.NoAgent = noAgent
+	p, counter := newGateProvider(t, cfg)
+	other, _ := newGateProvider(t, cfg)
+	h := sandboxtest.Harness{
 		// Podman cannot disable traffic between the containers of a
 		// network (see network.go).
 		NetUnrestrictedRefused: isPodman(t, c),
@@ -121,5 +144,10 @@ func TestContract(t *testing.T) {
 		},
 		RoundTrips: counter.n.Load,
 		Leftovers:  leftovers(c, owner),
-	})
+	}
+	if disrupt != nil {
+		h.Disrupt = func(t *testing.T, sb sandbox.Sandbox) { disrupt(t, p, sb) }
+		h.RoundTrips = nil
+	}
+	sandboxtest.Run(t, h)
 }

@@ -76,10 +76,42 @@ func (b *box) script(ctx context.Context, user, script string, args ...string) (
 // when ctx ends, the command's process tree is killed and the container
 // kept; the restart is the backstop.
 func (b *box) exec(ctx context.Context, s container.ExecSpec) (container.Result, error) {
+	return b.execIn(ctx, s, nil)
+}
+
+// execIn is exec with stdin on the command's stdin. Only the agent takes
+// stdin: with stdin and no running agent (or one that did not start it),
+// it is container.ErrNotStarted, and nothing ran.
+func (b *box) execIn(ctx context.Context, s container.ExecSpec, stdin []byte) (container.Result, error) {
 	start := time.Now()
 	s.Policy = container.KillTree
 	s.Backstop = func(ctx context.Context) error { return b.restart(ctx, start) }
 	s.Logger = b.p.log
+	c := b.p.runningAgent(b)
+	if stdin == nil {
+		c = b.p.agentConn(ctx, b)
+	}
+	if c != nil {
+		// The agent's transport, the engine's killer: container.Exec
+		// enforces the timeout, the caps and the kill as it does for an
+		// engine exec.
+		as := s
+		as.Killer, as.Nested = b.p.eng, true
+		res, err := container.Exec(ctx, &agentExec{conn: c, eng: b.p.eng, user: b.user(), stdin: stdin}, b.id, as)
+		if !errors.Is(err, container.ErrNotStarted) {
+			if err != nil {
+				return res, b.execErr(err)
+			}
+			return res, nil
+		}
+		b.p.log.Debug("the agent did not start the command", "container", b.name, "err", err)
+		if stdin != nil {
+			return res, err
+		}
+	}
+	if stdin != nil {
+		return container.Result{}, fmt.Errorf("%w: no agent runs in %s to take stdin", container.ErrNotStarted, b.name)
+	}
 	res, err := container.Exec(ctx, b.p.eng, b.id, s)
 	if err != nil {
 		return res, b.execErr(err)

@@ -60,11 +60,12 @@ func (f *faulty) ContainerKill(ctx context.Context, id, signal string) error {
 }
 
 // faultyBox provisions a session whose provider talks through a faulty
-// engine.
+// engine. With a tag, the provider has no agent: the faults are the
+// engine's exec streams'.
 func faultyBox(t *testing.T, tag string, serr error) (*box, *faulty) {
 	t.Helper()
 	c := enginetest.Client(t)
-	p, _ := newProvider(t, enginetest.Owner(t))
+	p, _ := newGateProvider(t, Config{Owner: enginetest.Owner(t), NoAgent: tag != ""})
 	f := &faulty{engine: p.eng, tag: tag, err: serr, execs: map[string]bool{}}
 	p.eng = f
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -140,6 +141,9 @@ func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.F
 			return res.code, res.stdout, res.stderr, err
 		},
 		Put: func(ctx context.Context, dir string, write func(io.Writer) error) error {
+			if err := b.putAgent(ctx, dir, write, files[0].Path); !errors.Is(err, container.ErrNotStarted) {
+				return err
+			}
 			err := b.put(ctx, dir, write)
 			switch {
 			case err == nil:
@@ -183,6 +187,53 @@ func (b *box) discard(ctx context.Context, bw *sandbox.BulkWrite) {
 			return
 		}
 	}
+}
+
+// maxAgentUpload bounds, in bytes, an archive put extracts through the
+// agent (it travels in one request, and is held whole meanwhile); a larger
+// one goes through the engine's archive API.
+const maxAgentUpload = 16 << 20
+
+// putAgent extracts the tar that write produces in dir with tar(1) run by
+// the sandbox user, its stdin fed through the agent, as the Kubernetes
+// backend extracts from its exec's stdin: every member is the user's. It is
+// container.ErrNotStarted, with nothing extracted, when no agent runs, the
+// archive is over maxAgentUpload, or the image has no tar (exit 127); a
+// failed extraction is a PathNotWritableError for target.
+func (b *box) putAgent(ctx context.Context, dir string, write func(io.Writer) error, target string) error {
+	if b.p.runningAgent(b) == nil {
+		return container.ErrNotStarted
+	}
+	// The archive whole, bounded by the one capped read; the writer ends
+	// before putAgent goes on, since it reads the caller's buffers.
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(write(pw))
+	}()
+	archive, err := io.ReadAll(&dockerapi.CapReader{R: pr, N: maxAgentUpload})
+	pr.CloseWithError(io.ErrClosedPipe) // write's next Write fails
+	<-done
+	switch {
+	case errors.Is(err, dockerapi.ErrCapExceeded):
+		return fmt.Errorf("%w: the archive is over %d bytes", container.ErrNotStarted, maxAgentUpload)
+	case err != nil:
+		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
+	}
+	res, err := b.execIn(ctx, container.ExecSpec{Argv: sandbox.ExtractArgv(dir), User: b.user(),
+		Timeout: scriptTimeout, OutputCap: maxScriptOutput}, archive)
+	switch {
+	case err != nil:
+		return err
+	case res.TimedOut:
+		return fmt.Errorf("docker: upload to %s timed out after %v", b.name, scriptTimeout)
+	case res.ExitCode == 127:
+		return fmt.Errorf("%w: no tar in the image", container.ErrNotStarted)
+	case res.ExitCode != 0:
+		return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: target, Reason: "extracting the upload failed: " + strings.TrimSpace(string(res.Stderr))})
+	}
+	return nil
 }
 
 // put uploads the tar that write produces into dir, with every member owned

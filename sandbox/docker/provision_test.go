@@ -250,6 +250,9 @@ func TestStorageBound(t *testing.T) {
 // exec, and the sandbox user can write them.
 func TestProvisionRunsNoSetup(t *testing.T) {
 	s := newFixture(t)
+	// The agent's placement and launch are engine calls of their own
+	// (agent_test.go); this is about setup.
+	s.p.agent.off = true
 	uid := int64(4242)
 	sb := s.provision(t, sandbox.Spec{SessionID: "no-setup", Hardening: sandbox.Hardening{RunAsUser: &uid, ReadOnlyRootfs: true}})
 	if n := s.calls.n.Load(); n != 0 {

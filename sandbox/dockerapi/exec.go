@@ -2,6 +2,7 @@ package dockerapi
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 )
@@ -12,6 +13,7 @@ type ExecConfig struct {
 	Env          []string `json:"Env,omitempty"` // KEY=value, added to the container's
 	User         string   `json:"User,omitempty"`
 	WorkingDir   string   `json:"WorkingDir,omitempty"`
+	AttachStdin  bool     `json:"AttachStdin"`
 	AttachStdout bool     `json:"AttachStdout"`
 	AttachStderr bool     `json:"AttachStderr"`
 	Privileged   bool     `json:"Privileged"`
@@ -41,6 +43,27 @@ func (c *Client) ExecStart(ctx context.Context, execID string, stdout, stderr io
 	}
 	defer resp.Body.Close()
 	return copyStream(ctx, resp, stdout, stderr)
+}
+
+// ExecAttach starts the exec (created with AttachStdin) on a hijacked
+// connection and returns it: writes go to the command's stdin, reads give
+// its multiplexed output (read it with Demux) until it ends. The caller
+// must keep reading and must close the connection, which also closes the
+// command's stdin. Cancelling ctx after ExecAttach returned does not end
+// the connection: Close does.
+func (c *Client) ExecAttach(ctx context.Context, execID string) (io.ReadWriteCloser, error) {
+	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/exec/" + pathEscape(execID) + "/start", ctype: "application/json", notRunning: true,
+		headers: map[string]string{"Connection": "Upgrade", "Upgrade": "tcp"}, ok: []int{http.StatusSwitchingProtocols},
+		body: jsonReader(`{"Detach":false,"Tty":false}`)})
+	if err != nil {
+		return nil, err
+	}
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return nil, fmt.Errorf("dockerapi: exec %s: the engine did not hand over the connection", execID)
+	}
+	return rw, nil
 }
 
 // ExecStartDetached starts the exec without attaching to its output.

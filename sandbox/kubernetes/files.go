@@ -111,7 +111,7 @@ func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error) 
 	}()
 	var stderr bytes.Buffer
 	sctx, cancel := context.WithTimeout(ctx, scriptTimeout)
-	err := b.stream(sctx, sandboxContainer, []string{"tar", "-x", "-f", "-", "-C", dir}, pr, io.Discard, &limited{w: &stderr, n: 4 << 10})
+	err := b.stream(sctx, sandboxContainer, sandbox.ExtractArgv(dir), pr, io.Discard, &limited{w: &stderr, n: 4 << 10})
 	cancel()
 	pr.CloseWithError(io.ErrClosedPipe)
 	wg.Wait()

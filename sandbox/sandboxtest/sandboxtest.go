@@ -74,6 +74,11 @@ type Harness struct {
 	// refuse so (on this engine) or pass every gate case; such a backend's
 	// Provider must also implement EgressLogger.
 	Gate *GateHarness
+	// Disrupt, when set, runs before every case with the suite's main
+	// sandbox: a backend with a resident agent kills it there, from inside
+	// the session, so the cases run while the backend finds it gone and
+	// falls back (and launches another).
+	Disrupt func(t *testing.T, sb sandbox.Sandbox)
 }
 
 // run is the state one Run shares among its subtests.
@@ -138,7 +143,12 @@ func Run(t *testing.T, h Harness) {
 		{"Attach", testAttach},
 		{"OwnedAndReap", testOwnedReap},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.f(t, r) })
+		t.Run(tc.name, func(t *testing.T) {
+			if h.Disrupt != nil {
+				h.Disrupt(t, r.main)
+			}
+			tc.f(t, r)
+		})
 	}
 }
 

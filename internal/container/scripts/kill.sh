@@ -7,33 +7,46 @@
 # reaches R, or reaches PID 1 through an orphan that started after R (a
 # double-forked or setsid child), or through a parent that died while the
 # round scanned.
+# $2 is the mode. Empty: as above. "nested": the wrapper is the child of a
+# resident agent, not an exec root, so every process carrying the marker is
+# taken for a root (R is the earliest; a process that copied the marker
+# only gets itself and its tree killed too). "tree": R and its descendants
+# only, no orphans (how the host ends an agent it drops).
 # Exit codes: 0 a round found nothing left to kill; 3 no wrapper with the
 # marker is running (not started yet, or gone); 1 the rounds ran out.
-pat="stockade-exec$1"; me=$$; R=
+pat="stockade-exec$1"; mode=${2:-}; me=$$; R=; RS=
 st() {
 	{ read -r s_l <"/proc/$1/stat"; } 2>/dev/null || return 1
 	set -- ${s_l##*) }
 	s_state=$1; s_pp=$2; s_st=${20}
 	[ "$s_state" != Z ] && [ "$s_state" != X ]
 }
+T0=
 for d in /proc/[0-9]*; do
 	p=${d#/proc/}
 	[ "$p" = "$me" ] && continue
+	c=
 	while IFS= read -r l || [ -n "$l" ]; do
-		case $l in *"$pat"*) R=$p; break;; esac
+		case $l in *"$pat"*) c=$p; break;; esac
 		l=
 	done <"$d/cmdline" 2>/dev/null
-	if [ -n "$R" ] && st "$R" && [ "$s_pp" = 0 ]; then break; fi
-	R=
+	[ -n "$c" ] && st "$c" || continue
+	if [ "$mode" = nested ]; then
+		RS="$RS $c"
+		if [ -z "$T0" ] || [ "$s_st" -lt "$T0" ]; then R=$c; T0=$s_st; fi
+		continue
+	fi
+	if [ "$s_pp" = 0 ]; then R=$c; RS=" $c"; T0=$s_st; break; fi
 done
 [ -n "$R" ] || exit 3
-st "$R" || exit 3
-T0=$s_st
 # after: a process with start time $1 (clock ticks) and PID $2 started after
 # R. Start times have a tick's resolution (10 ms); within R's tick, PIDs
 # (allocated in increasing order) decide, so the container's main process,
 # started just before R, is never taken for an orphan of the command.
-after() { [ "$1" -gt "$T0" ] || { [ "$1" -eq "$T0" ] && [ "$2" -gt "$R" ]; }; }
+after() {
+	[ "$mode" != tree ] || return 1
+	[ "$1" -gt "$T0" ] || { [ "$1" -eq "$T0" ] && [ "$2" -gt "$R" ]; }
+}
 k=0
 while [ "$k" -lt 100 ]; do
 	ps=
@@ -48,7 +61,7 @@ while [ "$k" -lt 100 ]; do
 	for p in $ps; do
 		q=$p; c=$p; n=0; hit=
 		while [ "$n" -lt 4096 ]; do
-			if [ "$q" = "$R" ]; then hit=1; break; fi
+			case "$RS " in *" $q "*) hit=1; break;; esac
 			eval "qp=\${pp_$q:-}"
 			if [ -z "$qp" ]; then
 				# q died during the scan: its child c is as good as an
