@@ -269,8 +269,9 @@ func New(dir string) *Report {
 }
 
 // Finish computes the verdict and exit code from the refusal, the failed
-// acquisition, the timeout and the checks, in that order, and sets the
-// total time.
+// acquisition, the timeout and the checks, in that order (with a scan, an
+// inconclusive one makes the verdict inconclusive), and sets the total
+// time.
 func (r *Report) Finish(total time.Duration) {
 	r.Timings.TotalMS = total.Milliseconds()
 	r.Verdict = Clean
@@ -294,6 +295,12 @@ func (r *Report) Finish(total time.Duration) {
 		}
 		if len(r.Checks) == 0 {
 			r.Verdict = Inconclusive // nothing ran: never claim clean
+		}
+		if r.Vulns != nil && r.Vulns.Status != ScanComplete {
+			// inspect -vulndb: a scan was asked for and could not be
+			// concluded. What a complete scan found does not change the
+			// verdict; an incomplete one must not pass for clean.
+			r.Verdict = Inconclusive
 		}
 	}
 	r.ExitCode = r.Verdict.ExitCode()

@@ -32,6 +32,8 @@ func TestFinish(t *testing.T) {
 		{"refused", &Refusal{Kind: "vendor", Reason: "r"}, nil, Unsupported, 2},
 		{"acquisition failed", nil, nil, AcquisitionFailed, 4},
 		{"timed out after passing checks", nil, []Check{check(StatusPass)}, Inconclusive, 3},
+		{"inconclusive scan after passing checks", nil, []Check{check(StatusPass)}, Inconclusive, 3},
+		{"complete scan with a called vulnerability after passing checks", nil, []Check{check(StatusPass)}, Clean, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New("/d")
@@ -41,6 +43,10 @@ func TestFinish(t *testing.T) {
 				r.Acquisition = &Acquisition{Reason: "r"}
 			case "timed out after passing checks":
 				r.TimedOut = "candidates"
+			case "inconclusive scan after passing checks":
+				r.Vulns = &VulnScan{Status: ScanInconclusive, Reasons: []string{"output truncated"}}
+			case "complete scan with a called vulnerability after passing checks":
+				r.Vulns = &VulnScan{Status: ScanComplete, Vulns: []Vuln{{ID: "GO-2099-0001", Level: LevelCalled}}}
 			}
 			r.Checks = append(r.Checks, tc.checks...)
 			r.Finish(time.Second)

@@ -148,7 +148,8 @@ func TestScan_RefusesTamperedScanner(t *testing.T) {
 // (exit 3), never "no vulnerabilities": cut inside a message, and cut
 // exactly between two messages before the first finding, where what was
 // kept reads as a whole, valid stream with nothing in it and only the
-// truncation flag tells it from a clean scan.
+// truncation flag tells it from a clean scan; and in inspect -vulndb,
+// where every check passes, the cut scan makes the verdict inconclusive.
 func TestScan_OutputPastCapIsInconclusive(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
 	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
@@ -158,18 +159,20 @@ func TestScan_OutputPastCapIsInconclusive(t *testing.T) {
 	dbDir := vulndbtest.Write(t, img.GoVersion)
 	between := firstMessagesEnd(t, img.GoVersion)
 	for _, tc := range []struct {
-		name    string
-		cap     int64
-		reasons int // how many reasons: 1 when only the cap can tell
+		name     string
+		cap      int64
+		reasons  int  // how many reasons: 1 when only the cap can tell
+		validate bool // inspect -vulndb: the checks pass, the scan is cut
 	}{
-		{"inside a message", 1000, 0},
-		{"between messages, before any finding", between, 1},
+		{"inside a message", 1000, 0, false},
+		{"between messages, before any finding", between, 1, false},
+		{"inspect -vulndb, between messages", between, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
 			defer cancel()
 			rep, err := Inspect(ctx, eng, InspectOptions{
-				Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, ScanOnly: true,
+				Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, ScanOnly: !tc.validate,
 				ScanOutputCap: tc.cap, LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
 			})
 			if err != nil {
@@ -178,6 +181,14 @@ func TestScan_OutputPastCapIsInconclusive(t *testing.T) {
 			s := rep.Vulns
 			if rep.Verdict != report.Inconclusive || rep.ExitCode != 3 || s == nil || s.Status != report.ScanInconclusive {
 				t.Fatalf("verdict %s exit %d scan %+v; want inconclusive, 3", rep.Verdict, rep.ExitCode, s)
+			}
+			for _, c := range rep.Checks {
+				if tc.validate && c.Status != report.StatusPass {
+					t.Fatalf("check %s is %s; the fixture's checks should pass, so that only the scan makes the verdict", c.Name, c.Status)
+				}
+			}
+			if tc.validate && len(rep.Checks) == 0 {
+				t.Fatal("inspect -vulndb ran no check")
 			}
 			cut := fmt.Sprintf("the scanner's output passed its cap and was cut: %d of ", tc.cap)
 			if len(s.Reasons) == 0 || !strings.HasPrefix(s.Reasons[0], cut) {
