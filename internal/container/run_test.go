@@ -61,7 +61,7 @@ func TestRunHardenedAndRemoved(t *testing.T) {
 
 func TestRunTimeoutKillsAndRemoves(t *testing.T) {
 	c := enginetest.Client(t)
-	res, err := container.Run(context.Background(), c, spec(t, c, "echo started; sleep 600"), container.RunOptions{Timeout: 2 * time.Second})
+	res, err := container.Run(context.Background(), c, spec(t, c, "echo started; sleep 600"), container.RunOptions{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
