@@ -102,6 +102,13 @@ func NewBulkWrite(workdir string, files []FileWrite) (*BulkWrite, error) {
 	}, nil
 }
 
+// Plan returns what a one-step lander (BulkOps.Land) needs: the files
+// still to write, in order (not copied), the name of the staging directory
+// in each target's directory, and the files' modification time.
+func (b *BulkWrite) Plan() (files []FileWrite, temp string, mtime time.Time) {
+	return b.files[:b.n], b.tmp, b.mtime
+}
+
 // targets returns the target paths still to write, in order: the arguments
 // of BulkPrepareShell.
 func (b *BulkWrite) targets() []string {
@@ -290,6 +297,13 @@ func (b *BulkWrite) LostItsList(stdout string) bool {
 	return false
 }
 
+// ExitBulkStage is the code of a one-step lander (BulkOps.Land: the Docker
+// backend's agent) for a new file it could not write in its staging
+// directory (a full file system, say), with a fault line naming it and a
+// line "stockade: cannot stage: REASON"; nothing landed. The scripts have
+// no such code: there, the upload fails instead.
+const ExitBulkStage = 89
+
 // errIncomplete reports a delivery that did not arrive whole.
 var errIncomplete = errors.New("sandbox: bulk delivery incomplete; nothing landed")
 
@@ -345,6 +359,14 @@ func (b *BulkWrite) Fault(backend string, code int, stderr string) error {
 		err = fmt.Errorf("%w: the manifest is missing or cut short", errIncomplete)
 	case ExitBulkMode:
 		err = errModeNotKept
+	case ExitBulkStage:
+		reason := "cannot stage the new file"
+		for _, l := range strings.Split(stderr, "\n") {
+			if r, ok := strings.CutPrefix(l, "stockade: cannot stage: "); ok {
+				reason += ": " + r
+			}
+		}
+		return fmt.Errorf("%s: %w", backend, &PathNotWritableError{Path: p, Reason: reason})
 	default:
 		return fmt.Errorf("%s: %s: script exited %d: %s", backend, what, code, firstLine(stderr))
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stockade/stockade/internal/agent"
 	"github.com/stockade/stockade/internal/enginetest"
 )
 
@@ -96,6 +98,7 @@ func extract(t *testing.T, dir string, r io.Reader) {
 				t.Fatal(err)
 			}
 			os.Chmod(p, os.FileMode(h.Mode))
+			os.Chtimes(p, h.ModTime, h.ModTime)
 		default:
 			t.Fatalf("unexpected member type %c", h.Typeflag)
 		}
@@ -122,10 +125,94 @@ func tree(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-func TestBulkWriteLands(t *testing.T) {
+// lander carries out a BulkWrite on the host with BulkWrite.Run, as a
+// backend does: with the scripts under a shell (extract playing the
+// engine's upload), or in one step with the Docker agent's WriteFiles
+// (BulkOps.Land), whose semantics must be the scripts'.
+type lander struct {
+	name  string
+	sh    shell
+	agent bool
+}
+
+// landers returns the scripts under each shell, then the agent.
+func landers(t *testing.T) []lander {
+	var out []lander
 	for _, sh := range shells(t) {
-		t.Run(sh.name, func(t *testing.T) {
-			sh.need(t)
+		out = append(out, lander{name: sh.name, sh: sh})
+	}
+	return append(out, lander{name: "agent", agent: true})
+}
+
+func (l lander) need(t *testing.T) {
+	if !l.agent {
+		l.sh.need(t)
+	}
+}
+
+// run writes files (b's plan) with l and returns Run's error.
+func (l lander) run(t *testing.T, b *BulkWrite, files []FileWrite) error {
+	t.Helper()
+	sh := l.sh
+	if l.agent {
+		sh = shells(t)[0] // the discard's; the agent runs no script otherwise
+		sh.need(t)
+	}
+	ops := BulkOps{
+		Script: func(_ context.Context, script string, args ...string) (int, string, string, error) {
+			stdout, stderr, code := runScript(t, sh, script, args...)
+			return code, stdout, stderr, nil
+		},
+		Put: func(_ context.Context, dir string, write func(io.Writer) error) error {
+			var ar bytes.Buffer
+			if err := write(&ar); err != nil {
+				return err
+			}
+			extract(t, dir, &ar)
+			return nil
+		},
+		Discard: func(_ context.Context, b *BulkWrite) { runScript(t, sh, BulkDiscardShell, b.Delivered()...) },
+	}
+	if l.agent {
+		ops.Script = func(_ context.Context, script string, args ...string) (int, string, string, error) {
+			if script != BulkDiscardShell {
+				t.Errorf("the agent's write ran a script")
+			}
+			stdout, stderr, code := runScript(t, sh, script, args...)
+			return code, stdout, stderr, nil
+		}
+		ops.Land = func(_ context.Context, b *BulkWrite) (int, string, error) {
+			files, temp, mtime := b.Plan()
+			req := agent.WriteRequest{Temp: temp, MTime: mtime.Unix()}
+			var data [][]byte
+			for _, f := range files {
+				req.Files = append(req.Files, agent.WriteFile{Path: f.Path, Size: int64(len(f.Data))})
+				data = append(data, f.Data)
+			}
+			var stderr bytes.Buffer
+			code := agent.WriteFiles(req, data, &stderr)
+			return code, stderr.String(), nil
+		}
+	}
+	return b.Run(context.Background(), "test", files, ops)
+}
+
+// TestAgentExitCodes holds the agent's codes to this package's.
+func TestAgentExitCodes(t *testing.T) {
+	if agent.ExitStage != ExitBulkStage {
+		t.Errorf("agent.ExitStage = %d; want ExitBulkStage (%d)", agent.ExitStage, ExitBulkStage)
+	}
+	for _, c := range []int{ExitPathIsDirectory, ExitPathNotDirectory, ExitPathNotReplaceable, ExitPathNotWritable, ExitBulkExtract, ExitBulkMode, ExitFileNotExist, ExitNotRegularFile, ExitFileTooLarge} {
+		if c == agent.ExitReadRefused || c == agent.ExitStage {
+			t.Errorf("agent code %d is also a script's", c)
+		}
+	}
+}
+
+func TestBulkWriteLands(t *testing.T) {
+	for _, l := range landers(t) {
+		t.Run(l.name, func(t *testing.T) {
+			l.need(t)
 			root := t.TempDir()
 			w := root + "/w"
 			os.MkdirAll(w+"/old", 0o755)
@@ -151,22 +238,13 @@ func TestBulkWriteLands(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			args := make([]string, len(files))
-			for i, f := range files {
-				args[i] = f.Path
+			if err := l.run(t, b, files); err != nil {
+				t.Fatalf("WriteFiles: %v", err)
 			}
-			_, stderr, code := runScript(t, sh, BulkPrepareShell, args...)
-			if err := b.Fault("test", code, stderr); err != nil {
-				t.Fatalf("prepare: %v", err)
-			}
-			var ar bytes.Buffer
-			if err := b.Archive(&ar); err != nil {
-				t.Fatal(err)
-			}
-			extract(t, w, &ar)
-			stdout, stderr, code := runScript(t, sh, BulkRenameShell, b.Manifest, b.DirList)
-			if err := b.Fault("test", code, stderr); err != nil || b.LostItsList(stdout) {
-				t.Fatalf("rename: %v (stdout %q)", err, stdout)
+			for _, f := range files {
+				if fi, err := os.Stat(f.Path); err != nil || !fi.ModTime().Equal(b.mtime) {
+					t.Errorf("%s: mtime %v, %v; want %v", f.Path, fi.ModTime(), err, b.mtime)
+				}
 			}
 			want := map[string]string{
 				"/w":                  "dir",
@@ -193,7 +271,7 @@ func TestBulkWriteLands(t *testing.T) {
 }
 
 func TestBulkWriteFaults(t *testing.T) {
-	for _, sh := range shells(t) {
+	for _, l := range landers(t) {
 		for _, tt := range []struct {
 			name    string
 			setup   func(w string)
@@ -204,8 +282,8 @@ func TestBulkWriteFaults(t *testing.T) {
 			{"parent is a file", func(w string) { os.WriteFile(w+"/f", nil, 0o644) }, "/f/x/y", ErrNotDirectory},
 			{"dangling parent link", func(w string) { os.Symlink("/nonexistent/dir", w+"/l") }, "/l/x", ErrNotDirectory},
 		} {
-			t.Run(sh.name+"/"+tt.name, func(t *testing.T) {
-				sh.need(t)
+			t.Run(l.name+"/"+tt.name, func(t *testing.T) {
+				l.need(t)
 				root := t.TempDir()
 				w := root + "/w"
 				os.MkdirAll(w, 0o755)
@@ -216,20 +294,9 @@ func TestBulkWriteFaults(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, stderr, code := runScript(t, sh, BulkPrepareShell, w+"/first", w+tt.second, w+"/third")
-				ferr := b.Fault("test", code, stderr)
+				ferr := l.run(t, b, files)
 				if !errors.Is(ferr, tt.wantErr) || !strings.Contains(ferr.Error(), w+tt.second) {
-					t.Fatalf("prepare fault = %v; want %v naming %s", ferr, tt.wantErr, w+tt.second)
-				}
-				if got := b.Delivered(); len(got) != 3 {
-					t.Fatalf("Delivered() = %q; want the first file's staging dir and the bookkeeping", got)
-				}
-				var ar bytes.Buffer
-				b.Archive(&ar)
-				extract(t, w, &ar)
-				_, stderr, code = runScript(t, sh, BulkRenameShell, b.Manifest, b.DirList)
-				if err := b.Fault("test", code, stderr); err != nil {
-					t.Fatalf("rename: %v", err)
+					t.Fatalf("fault = %v; want %v naming %s", ferr, tt.wantErr, w+tt.second)
 				}
 				want := before
 				want["/w/first"] = "-rw-r--r-- 1"

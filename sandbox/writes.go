@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -95,7 +96,22 @@ type BulkOps struct {
 	// Discard removes what the write delivered and did not land, on its
 	// own budget.
 	Discard func(ctx context.Context, bw *BulkWrite)
+	// Land, when set, does the whole write in one step in the sandbox, as
+	// the sandbox user (the Docker backend's agent): the checks and
+	// parents of BulkPrepareShell, the staging of the upload (files 0644
+	// or their target's mode, directories 0700, the plan's mtime) and the
+	// check and renames of BulkRenameShell, with their exit codes and
+	// fault lines (and ExitBulkStage), removing its staging directories
+	// itself. An error wrapping ErrNotLanded means it stopped or never
+	// ran (its agent gone, hung or refusing): Run discards and goes on
+	// with the three moves above. Any other error is final (after a
+	// discard).
+	Land func(ctx context.Context, bw *BulkWrite) (code int, stderr string, err error)
 }
+
+// ErrNotLanded reports a BulkOps.Land that did not carry out its write:
+// the scripts may.
+var ErrNotLanded = errors.New("sandbox: the one-step write did not run")
 
 // ExtractArgv is the command that extracts, as the sandbox user, a
 // BulkWrite's archive read from its stdin into dir: how a backend uploads
@@ -107,6 +123,18 @@ func ExtractArgv(dir string) []string { return []string{"tar", "-x", "-f", "-", 
 // sequence of the BulkWrite documentation: prepare, upload, rename, and
 // discard after any failure from the upload on. backend prefixes errors.
 func (b *BulkWrite) Run(ctx context.Context, backend string, files []FileWrite, ops BulkOps) error {
+	if ops.Land != nil {
+		code, stderr, err := ops.Land(ctx, b)
+		if err == nil {
+			return b.Fault(backend, code, stderr)
+		}
+		// Whatever it staged and did not land goes; what it landed was
+		// this write's, which the scripts land again.
+		ops.Discard(ctx, b)
+		if !errors.Is(err, ErrNotLanded) || ctx.Err() != nil {
+			return err
+		}
+	}
 	targets := make([]string, len(files))
 	for i, f := range files {
 		targets[i] = f.Path

@@ -83,8 +83,15 @@ import (
 	"io"
 )
 
-// Version is the protocol version in Hello; the host refuses another.
-const Version = 1
+// Version is the protocol version the agent speaks, in its Hello. The host
+// accepts MinVersion to Version and sends an agent only what its version
+// has: version 1 has run and cancel, version 2 adds write and read.
+const (
+	Version    = 2
+	MinVersion = 1
+	// FileVersion is the first version with write and read.
+	FileVersion = 2
+)
 
 // Bounds of the protocol, in bytes.
 const (
@@ -95,6 +102,8 @@ const (
 	MaxRequest = 24 << 20
 	// MaxHello bounds the 'H' payload.
 	MaxHello = 1 << 10
+	// MaxRead bounds an 'F' payload: a path (PATH_MAX) and a bound.
+	MaxRead = 8 << 10
 	// MaxReason bounds the 'N' payload.
 	MaxReason = 1 << 10
 	// headerBytes is the frame header's size.
@@ -105,6 +114,8 @@ const (
 const (
 	TypeRun     = 'R'
 	TypeCancel  = 'C'
+	TypeWrite   = 'W'
+	TypeRead    = 'F'
 	TypeHello   = 'H'
 	TypeStarted = 'S'
 	TypeStdout  = 'O'
@@ -227,6 +238,10 @@ func agentBound(typ byte) int {
 		return MaxRequest
 	case TypeCancel:
 		return 0
+	case TypeWrite:
+		return MaxRequest
+	case TypeRead:
+		return MaxRead
 	}
 	return -1
 }

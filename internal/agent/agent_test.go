@@ -237,7 +237,8 @@ func TestOpenRefuses(t *testing.T) {
 	}{
 		{"nothing", nil, ErrGone},
 		{"not hello", frameBytes(TypeStarted, 1, nil), ErrProtocol},
-		{"other version", frameBytes(TypeHello, 0, []byte(`{"version":2}`)), ErrProtocol},
+		{"newer version", frameBytes(TypeHello, 0, []byte(`{"version":3}`)), ErrProtocol},
+		{"version 0", frameBytes(TypeHello, 0, []byte(`{"version":0}`)), ErrProtocol},
 		{"bad json", frameBytes(TypeHello, 0, []byte(`{`)), ErrProtocol},
 		{"oversize hello", frameBytes(TypeHello, 0, bytes.Repeat([]byte(" "), MaxHello+1)), ErrProtocol},
 		{"cut header", []byte{TypeHello, 0}, ErrProtocol},

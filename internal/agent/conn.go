@@ -56,7 +56,8 @@ type Conn struct {
 // after Open (nil: nothing to run) and must make sure the agent is dead;
 // it returning nil is what lets commands that never got 'S' end in
 // ErrNotStarted rather than ErrLost. A hello that is late, malformed or of
-// another Version closes the channel and is an error.
+// a version outside MinVersion to Version closes the channel and is an
+// error.
 func Open(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer, drop func(cause error) error) (*Conn, error) {
 	type result struct {
 		h   Hello
@@ -73,8 +74,8 @@ func Open(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer, drop 
 		default:
 			if err = json.Unmarshal(f.payload, &h); err != nil {
 				err = fmt.Errorf("%w: hello: %v", ErrProtocol, err)
-			} else if h.Version != Version {
-				err = fmt.Errorf("%w: agent speaks version %d, want %d", ErrProtocol, h.Version, Version)
+			} else if h.Version < MinVersion || h.Version > Version {
+				err = fmt.Errorf("%w: agent speaks version %d, want %d to %d", ErrProtocol, h.Version, MinVersion, Version)
 			}
 		}
 		got <- result{h, err}
@@ -205,7 +206,51 @@ func (c *Conn) Run(req Request, stdout, stderr io.Writer) (*Call, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: encode request: %w", err)
 	}
-	if len(b) > MaxRequest {
+	return c.send(TypeRun, b, MaxRequest, stdout, stderr)
+}
+
+// Write sends a write of files (data[i] the bytes of req.Files[i]), which
+// the agent does in its own process as WriteFiles: its exit code is the
+// call's, its fault lines go to stderr. An agent older than FileVersion,
+// or a channel that has ended, is ErrNotStarted; a request over
+// MaxRequest is ErrTooLarge (both sent nothing).
+func (c *Conn) Write(req WriteRequest, data [][]byte, stderr io.Writer) (*Call, error) {
+	if err := c.files(); err != nil {
+		return nil, err
+	}
+	b, err := EncodeWrite(req, data)
+	if err != nil {
+		return nil, err
+	}
+	return c.send(TypeWrite, b, MaxRequest, nil, stderr)
+}
+
+// Read sends a read of one file, which the agent does in its own process
+// as ReadFile: the size line and the bytes go to stdout, the exit code is
+// the call's. The caller bounds what it keeps of stdout. Errors as Write's
+// (MaxRead for the bound).
+func (c *Conn) Read(req ReadRequest, stdout io.Writer) (*Call, error) {
+	if err := c.files(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("agent: encode read: %w", err)
+	}
+	return c.send(TypeRead, b, MaxRead, stdout, nil)
+}
+
+// files refuses file operations to an agent of a version without them.
+func (c *Conn) files() error {
+	if c.hello.Version < FileVersion {
+		return fmt.Errorf("%w: the agent speaks version %d, without file operations", ErrNotStarted, c.hello.Version)
+	}
+	return nil
+}
+
+// send sends one request frame of typ and returns its call.
+func (c *Conn) send(typ byte, b []byte, bound int, stdout, stderr io.Writer) (*Call, error) {
+	if len(b) > bound {
 		return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, len(b))
 	}
 	if stdout == nil {
@@ -224,7 +269,7 @@ func (c *Conn) Run(req Request, stdout, stderr io.Writer) (*Call, error) {
 	k := &Call{id: c.next, stdout: stdout, stderr: stderr, acked: make(chan struct{}), done: make(chan struct{})}
 	c.calls[k.id] = k
 	c.mu.Unlock()
-	c.enqueue(frameBytes(TypeRun, k.id, b))
+	c.enqueue(frameBytes(typ, k.id, b))
 	return k, nil
 }
 

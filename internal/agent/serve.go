@@ -61,6 +61,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, environ []string) e
 				return err
 			}
 			go s.run(c, req)
+		case TypeWrite, TypeRead:
+			c, err := s.add(f.id)
+			if err != nil {
+				return err
+			}
+			go s.file(c, f.typ, f.payload)
 		case TypeCancel:
 			s.cancel(f.id)
 		}
@@ -228,6 +234,72 @@ func (s *server) start(c *command, req Request) (int, error) {
 		return 0, err
 	}
 	return cmd.ProcessState.ExitCode(), nil
+}
+
+// file runs one file operation (typ TypeWrite or TypeRead) in the agent's
+// own process and reports it as a command: 'S', its output ('O' the
+// file's bytes for a read, 'E' the fault lines), 'X' its exit code. A
+// request it cannot decode is 'N', never started.
+func (s *server) file(c *command, typ byte, payload []byte) {
+	defer s.remove(c.id)
+	var (
+		wreq WriteRequest
+		data [][]byte
+		rreq ReadRequest
+		err  error
+	)
+	if typ == TypeWrite {
+		wreq, data, err = decodeWrite(payload)
+	} else if err = json.Unmarshal(payload, &rreq); err == nil && !strings.HasPrefix(rreq.Path, "/") {
+		err = fmt.Errorf("bad path %q", rreq.Path)
+	}
+	s.mu.Lock()
+	cancelled := c.cancelled
+	c.started = err == nil && !cancelled
+	s.mu.Unlock()
+	switch {
+	case cancelled:
+		s.send(TypeNoStart, c.id, []byte("cancelled"))
+		return
+	case err != nil:
+		reason := "bad request: " + err.Error()
+		s.send(TypeNoStart, c.id, []byte(reason[:min(len(reason), MaxReason)]))
+		return
+	}
+	if s.send(TypeStarted, c.id, nil) != nil {
+		return
+	}
+	out := &chunker{s: s, id: c.id, typ: TypeStdout}
+	errw := &chunker{s: s, id: c.id, typ: TypeStderr}
+	var code int
+	if typ == TypeWrite {
+		code = WriteFiles(wreq, data, errw)
+	} else {
+		code = ReadFile(rreq, out)
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(int32(code)))
+	s.send(TypeExit, c.id, b[:])
+}
+
+// chunker sends what is written to it as frames of typ, at most MaxChunk
+// bytes each.
+type chunker struct {
+	s   *server
+	id  uint32
+	typ byte
+}
+
+func (w *chunker) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), MaxChunk)
+		if err := w.s.send(w.typ, w.id, p[:k]); err != nil {
+			return n, err
+		}
+		n, p = n+k, p[k:]
+	}
+	return n, nil
 }
 
 // pump sends what r gives as frames of typ until r ends.

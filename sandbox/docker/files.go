@@ -2,6 +2,7 @@ package docker
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,9 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/stockade/stockade/internal/agent"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -39,6 +42,12 @@ func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.
 	}
 	if maxBytes <= 0 {
 		maxBytes = sandbox.MaxFileBytes
+	}
+	if body, ok, err := b.readAgent(ctx, p, maxBytes); ok {
+		if err != nil {
+			return nil, 0, err
+		}
+		return io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
 	}
 	asked := p
 	for hop := 0; ; hop++ {
@@ -89,6 +98,82 @@ func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.
 	}
 }
 
+// readAgent reads p through b's agent (agent.Conn.Read, in the agent's
+// process, as the sandbox user), holding at most maxBytes and the size
+// line. ok false means the agent did not answer for the file: none runs
+// (one is launched for the next call), maxBytes is over maxAgentUpload,
+// the agent cannot read it as the sandbox user (a permission: the engine,
+// reading as root, can), or it broke the protocol, hung or died (dropped):
+// the caller reads through the engine.
+func (b *box) readAgent(ctx context.Context, p string, maxBytes int64) (body []byte, ok bool, err error) {
+	if maxBytes > maxAgentUpload {
+		return nil, false, nil
+	}
+	c := b.p.agentConn(ctx, b)
+	if c == nil {
+		return nil, false, nil
+	}
+	out := dockerapi.NewBuffer(maxBytes + 32) // the size line: at most 20 digits and a newline
+	k, err := c.Read(agent.ReadRequest{Path: p, Max: maxBytes}, out)
+	if err != nil {
+		return nil, false, nil
+	}
+	code, err := awaitAgentOp(ctx, c, k, agentFileBudget)
+	switch {
+	case ctx.Err() != nil:
+		return nil, true, fmt.Errorf("docker: read %s: %w", p, ctx.Err())
+	case err != nil:
+		b.p.log.Debug("the agent did not read the file", "container", b.name, "err", err)
+		return nil, false, nil
+	case out.Truncated():
+		c.Fail(fmt.Errorf("%w: a read of %s sent %d bytes, at most %d", agent.ErrProtocol, p, out.Total(), maxBytes+32))
+		return nil, false, nil
+	case code == agent.ExitReadRefused:
+		return nil, false, nil
+	}
+	body, err = sandbox.ReadFileResult("docker", p, code, out.Bytes(), "", maxBytes)
+	return body, true, err
+}
+
+// agentFileBudget bounds, on the host's clock, one file operation of the
+// agent (a write or read of at most maxAgentUpload bytes, done in its own
+// process): an agent that takes longer is taken for hung and dropped.
+const agentFileBudget = 30 * time.Second
+
+// awaitAgentOp waits for c's file operation k to end and returns its exit
+// code. The agent has agentAckGrace to say it starts it and budget to end
+// it; one that misses either, or ctx ending first, has its channel dropped
+// (which kills it through the engine) and awaitAgentOp returns once k has
+// ended, so nothing of the operation runs on. The error is k's (wrapping
+// agent.ErrNotStarted or agent.ErrLost) or ctx's.
+func awaitAgentOp(ctx context.Context, c *agent.Conn, k *agent.Call, budget time.Duration) (int, error) {
+	ack := time.NewTimer(agentAckGrace)
+	defer ack.Stop()
+	end := time.NewTimer(budget)
+	defer end.Stop()
+	acked := k.Acked()
+	for {
+		select {
+		case <-k.Done():
+			if ctx.Err() != nil {
+				return -1, ctx.Err()
+			}
+			return k.Result()
+		case <-acked:
+			ack.Stop()
+			acked = nil
+		case <-ack.C:
+			c.Fail(fmt.Errorf("%w: no start of a file operation within %v", agent.ErrGone, agentAckGrace))
+		case <-end.C:
+			c.Fail(fmt.Errorf("%w: a file operation did not end within %v", agent.ErrGone, budget))
+		case <-ctx.Done():
+			c.Fail(fmt.Errorf("%w: a file operation's caller gave up: %v", agent.ErrGone, ctx.Err()))
+			<-k.Done()
+			return -1, ctx.Err()
+		}
+	}
+}
+
 type readCloser struct {
 	io.Reader
 	c io.Closer
@@ -135,7 +220,12 @@ func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
 // bulk runs one BulkWrite (sandbox.BulkWrite.Run): prepare, upload,
 // rename; discard on failure.
 func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.FileWrite) error {
+	var land func(context.Context, *sandbox.BulkWrite) (int, string, error)
+	if c := b.p.runningAgent(b); c != nil && c.Hello().Version >= agent.FileVersion {
+		land = b.land
+	}
 	return bw.Run(ctx, "docker", files, sandbox.BulkOps{
+		Land: land,
 		Script: func(ctx context.Context, script string, args ...string) (int, string, string, error) {
 			res, err := b.script(ctx, b.user(), script, args...)
 			return res.code, res.stdout, res.stderr, err
@@ -158,6 +248,42 @@ func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.F
 		},
 		Discard: b.discard,
 	})
+}
+
+// land carries out bw in one step through b's agent (agent.Conn.Write:
+// checks, parents, staging, modes and renames in the agent's process, as
+// the sandbox user), for BulkOps.Land. A write over maxAgentUpload bytes,
+// an agent gone, hung, refusing or breaking the protocol is
+// sandbox.ErrNotLanded: the scripts do it.
+func (b *box) land(ctx context.Context, bw *sandbox.BulkWrite) (int, string, error) {
+	c := b.p.runningAgent(b)
+	if c == nil {
+		return 0, "", fmt.Errorf("%w: no agent runs in %s", sandbox.ErrNotLanded, b.name)
+	}
+	files, temp, mtime := bw.Plan()
+	req := agent.WriteRequest{Temp: temp, MTime: mtime.Unix(), Files: make([]agent.WriteFile, len(files))}
+	data := make([][]byte, len(files))
+	total := 0
+	for i, f := range files {
+		req.Files[i], data[i] = agent.WriteFile{Path: f.Path, Size: int64(len(f.Data))}, f.Data
+		total += len(f.Data)
+	}
+	if total > maxAgentUpload {
+		return 0, "", fmt.Errorf("%w: %d bytes, over %d", sandbox.ErrNotLanded, total, maxAgentUpload)
+	}
+	stderr := dockerapi.NewBuffer(maxScriptOutput)
+	k, err := c.Write(req, data, stderr)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: %v", sandbox.ErrNotLanded, err)
+	}
+	code, err := awaitAgentOp(ctx, c, k, agentFileBudget)
+	switch {
+	case ctx.Err() != nil:
+		return 0, "", fmt.Errorf("docker: write in %s: %w", b.name, ctx.Err())
+	case err != nil:
+		return 0, "", fmt.Errorf("%w: %v", sandbox.ErrNotLanded, err)
+	}
+	return code, stderr.String(), nil
 }
 
 // bwRoot is the directory a BulkWrite's archive is extracted in: the

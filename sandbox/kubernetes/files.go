@@ -43,25 +43,11 @@ func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.
 	if err != nil {
 		return nil, 0, err
 	}
-	head, body, _ := strings.Cut(res.stdout, "\n")
-	size, serr := strconv.ParseInt(head, 10, 64)
-	switch res.code {
-	case 0:
-	case sandbox.ExitPathIsDirectory:
-		return nil, 0, fmt.Errorf("kubernetes: read %s: %w", p, sandbox.ErrIsDirectory)
-	case sandbox.ExitFileNotExist:
-		return nil, 0, fmt.Errorf("kubernetes: read %s: %w", p, sandbox.ErrFileNotExist)
-	case sandbox.ExitNotRegularFile:
-		return nil, 0, fmt.Errorf("kubernetes: read %s: %w", p, sandbox.ErrNotRegularFile)
-	case sandbox.ExitFileTooLarge:
-		return nil, 0, fmt.Errorf("kubernetes: read %s: %w: %d bytes, at most %d", p, sandbox.ErrFileTooLarge, size, maxBytes)
-	default:
-		return nil, 0, fmt.Errorf("kubernetes: read %s: exit %d: %s", p, res.code, strings.TrimSpace(res.stderr))
+	body, err := sandbox.ReadFileResult("kubernetes", p, res.code, []byte(res.stdout), res.stderr, maxBytes)
+	if err != nil {
+		return nil, 0, err
 	}
-	if serr != nil || int64(len(body)) != size {
-		return nil, 0, fmt.Errorf("kubernetes: read %s: changed while read (%q announced, %d bytes came)", p, head, len(body))
-	}
-	return io.NopCloser(strings.NewReader(body)), size, nil
+	return io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
 }
 
 // WriteFile implements sandbox.Sandbox.
