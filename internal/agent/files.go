@@ -10,8 +10,10 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // The agent's file operations (protocol version 2). They do in Go, as the
@@ -152,50 +154,60 @@ func decodeWrite(payload []byte) (WriteRequest, [][]byte, error) {
 //  5. the staging directories removed, on every path.
 func WriteFiles(req WriteRequest, data [][]byte, stderr io.Writer) int {
 	files := req.Files
-	n, code, fault := prepare(files)
+	n, code, fault, modes := prepare(files)
 	if n == 0 {
 		fmt.Fprint(stderr, fault)
 		return code
 	}
 	files = files[:n]
-	mtime := time.Unix(req.MTime, 0)
-	var dirs []string // staging directories, by first appearance
+	mtime := syscall.NsecToTimespec(time.Unix(req.MTime, 0).UnixNano())
+	var dirs []string // target directories, by first appearance
 	byDir := map[string][]int{}
 	defer func() {
-		for _, sd := range dirs {
-			os.RemoveAll(sd)
+		for _, d := range dirs {
+			os.RemoveAll(path.Join(d, req.Temp))
 		}
 	}()
 	for i, f := range files {
 		d := path.Dir(f.Path)
 		if _, ok := byDir[d]; !ok {
-			sd := path.Join(d, req.Temp)
-			if err := os.Mkdir(sd, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			if err := os.Mkdir(path.Join(d, req.Temp), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 				fmt.Fprintf(stderr, "stockade: fault %d %s\nstockade: cannot stage: %v\n", i, f.Path, err)
 				return ExitStage
 			}
-			dirs = append(dirs, sd)
+			dirs = append(dirs, d)
 		}
 		byDir[d] = append(byDir[d], i)
-		if c, err := stage(staged(f.Path, req.Temp), f.Path, data[i], mtime); err != nil {
+		if c, err := stage(staged(f.Path, req.Temp), data[i], modes[i], mtime); err != nil {
 			fmt.Fprintf(stderr, "stockade: fault %d %s\nstockade: cannot stage: %v\n", i, f.Path, err)
 			return c
 		}
 	}
+	// Every staged file is still there (the sandbox's processes share the
+	// user): one directory read per staging directory, as the script's
+	// globs count them.
 	got := 0
-	for _, f := range files {
-		if fi, err := os.Lstat(staged(f.Path, req.Temp)); err == nil && fi.Mode().IsRegular() {
-			got++
+	for _, d := range dirs {
+		names := map[string]bool{}
+		if es, err := os.ReadDir(path.Join(d, req.Temp)); err == nil {
+			for _, e := range es {
+				names[e.Name()] = e.Type().IsRegular()
+			}
+		}
+		for _, i := range byDir[d] {
+			if names[path.Base(files[i].Path)] {
+				got++
+			}
 		}
 	}
 	if got != n {
 		fmt.Fprintf(stderr, "stockade: %d of %d staged files delivered\n", got, n)
 		return exitBulkExtract
 	}
-	for _, sd := range dirs {
+	for _, d := range dirs {
 		failed := false
-		for _, i := range byDir[path.Dir(sd)] {
-			if os.Rename(staged(files[i].Path, req.Temp), files[i].Path) != nil {
+		for _, i := range byDir[d] {
+			if syscall.Rename(staged(files[i].Path, req.Temp), files[i].Path) != nil {
 				failed = true // as mv does: the others of the directory still go
 			}
 		}
@@ -220,82 +232,128 @@ func WriteFiles(req WriteRequest, data [][]byte, stderr io.Writer) int {
 // staged is target's staging path.
 func staged(target, temp string) string { return path.Join(path.Dir(target), temp, path.Base(target)) }
 
-// stage writes one staged file at p for target.
-func stage(p, target string, data []byte, mtime time.Time) (int, error) {
-	mode := uint32(0o644)
-	var st syscall.Stat_t
-	if syscall.Lstat(target, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		mode = st.Mode & 0o7777
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+// stage writes one staged file at p with permission bits mode (raw, with
+// the setuid, setgid and sticky bits) and mtime, in as few system calls as
+// it can: open, write, utimensat, close, and a fchmod only when the umask
+// would change mode.
+func stage(p string, data []byte, mode uint32, mtime syscall.Timespec) (int, error) {
+	fd, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, mode&0o777)
 	if err != nil {
-		return ExitStage, err
+		return ExitStage, &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		// The staged file is ours and new: a chmod failing is the mode not
-		// kept (BulkRenameShell's pm_apply).
-		if cerr := f.Chmod(os.FileMode(mode&0o777) | modeBits(mode)); cerr != nil {
-			f.Close()
-			return exitBulkMode, cerr
+	defer func() {
+		if fd >= 0 {
+			syscall.Close(fd)
 		}
-		tv := []syscall.Timeval{syscall.NsecToTimeval(time.Now().UnixNano()), syscall.NsecToTimeval(mtime.UnixNano())}
-		err = syscall.Futimes(int(f.Fd()), tv)
+	}()
+	for rest := data; len(rest) > 0; {
+		k, err := syscall.Write(fd, rest)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return ExitStage, &os.PathError{Op: "write", Path: p, Err: err}
+		}
+		rest = rest[k:]
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if mode&0o7777 != mode&0o777&^umask() {
+		// The staged file is ours and new: a chmod failing is the mode
+		// not kept (BulkRenameShell's pm_apply).
+		if err := syscall.Fchmod(fd, mode&0o7777); err != nil {
+			return exitBulkMode, &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
 	}
+	ts := [2]syscall.Timespec{{Nsec: utimeNow}, mtime}
+	if _, _, e := syscall.Syscall6(syscall.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0); e != 0 {
+		return ExitStage, &os.PathError{Op: "utimensat", Path: p, Err: e}
+	}
+	err = syscall.Close(fd)
+	fd = -1
 	if err != nil {
-		return ExitStage, err
+		return ExitStage, &os.PathError{Op: "close", Path: p, Err: err}
 	}
 	return 0, nil
 }
 
-// modeBits turns the setuid, setgid and sticky bits of a raw mode into
-// os.FileMode's.
-func modeBits(mode uint32) os.FileMode {
-	var m os.FileMode
-	if mode&syscall.S_ISUID != 0 {
-		m |= os.ModeSetuid
-	}
-	if mode&syscall.S_ISGID != 0 {
-		m |= os.ModeSetgid
-	}
-	if mode&syscall.S_ISVTX != 0 {
-		m |= os.ModeSticky
-	}
-	return m
+// utimeNow is UTIME_NOW: utimensat sets that time to the current time.
+const utimeNow = (1 << 30) - 1
+
+var umaskOnce struct {
+	sync.Once
+	mask uint32
 }
 
-// prepare is BulkPrepareShell: it returns how many targets are ready, and
-// the fault code and line of the first that is not (0 and "" when all
-// are).
-func prepare(files []WriteFile) (n, code int, fault string) {
-	ok := map[string]bool{}
+// umask returns the process's umask, read once from /proc/self/status
+// (umask(2) cannot read it without setting it, which would race the
+// commands the agent forks); 0o777 when unknown, so every staged file
+// gets its chmod.
+func umask() uint32 {
+	umaskOnce.Do(func() {
+		umaskOnce.mask = 0o777
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Umask:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					umaskOnce.mask = uint32(m)
+				}
+			}
+		}
+	})
+	return umaskOnce.mask
+}
+
+// prepare is BulkPrepareShell: it returns how many targets are ready, the
+// fault code and line of the first that is not (0 and "" when all are),
+// and each ready target's staged mode: its permission bits when it is a
+// regular file, else 0644. A target in a directory already checked costs
+// one lstat.
+func prepare(files []WriteFile) (n, code int, fault string, modes []uint32) {
+	dirs := map[string]*syscall.Stat_t{} // checked directories: their stat
+	modes = make([]uint32, 0, len(files))
 	for i, f := range files {
 		t := f.Path
 		d := path.Dir(t)
 		c := 0
-		if ok[d] {
+		var st syscall.Stat_t
+		there := syscall.Lstat(t, &st) == nil
+		if ds := dirs[d]; ds != nil {
 			// The directory passed already: only the target can fault.
-			if isDir(t) {
+			switch {
+			case !there:
+			case st.Mode&syscall.S_IFMT == syscall.S_IFDIR:
 				c = exitPathIsDirectory
-			} else if lexists(t) && !replaceable(t) {
+			case st.Mode&syscall.S_IFMT == syscall.S_IFLNK && isDir(t):
+				c = exitPathIsDirectory
+			case !replaceableIn(ds, t, &st):
 				c = exitPathNotReplaceable
 			}
-		} else if c = pathFault(t); c == 0 && !isDir(d) {
-			if os.MkdirAll(d, 0o777) != nil {
+		} else if c = pathFault(t); c == 0 {
+			if !isDir(d) && os.MkdirAll(d, 0o777) != nil {
 				if c = pathFault(t); c == 0 {
 					c = exitPathNotWritable
 				}
 			}
+			if c == 0 {
+				ds := new(syscall.Stat_t)
+				if err := syscall.Stat(d, ds); err != nil {
+					c = exitPathNotWritable
+				}
+				dirs[d] = ds
+			}
 		}
 		if c != 0 {
-			return i, c, "stockade: fault " + strconv.Itoa(i) + " " + t + "\n"
+			return i, c, "stockade: fault " + strconv.Itoa(i) + " " + t + "\n", modes
 		}
-		ok[d] = true
+		mode := uint32(0o644)
+		if there && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			mode = st.Mode & 0o7777
+		}
+		modes = append(modes, mode)
 	}
-	return len(files), 0, ""
+	return len(files), 0, "", modes
 }
 
 // pathFault is sf_fault: why a new file cannot replace p, or 0. A missing
@@ -328,13 +386,34 @@ func pathFault(p string) int {
 // replaceable is sf_replaceable: false for p in a sticky directory that
 // neither p (its link followed) nor the directory belongs to the user of.
 func replaceable(p string) bool {
-	var ds, ps syscall.Stat_t
-	if syscall.Stat(path.Dir(p), &ds) != nil || ds.Mode&syscall.S_ISVTX == 0 {
+	var ds, ls syscall.Stat_t
+	if syscall.Stat(path.Dir(p), &ds) != nil {
+		return true
+	}
+	if syscall.Lstat(p, &ls) != nil {
+		return true
+	}
+	return replaceableIn(&ds, p, &ls)
+}
+
+// replaceableIn is replaceable with the stat of p's directory and the
+// lstat of p known.
+func replaceableIn(ds *syscall.Stat_t, p string, ls *syscall.Stat_t) bool {
+	if ds.Mode&syscall.S_ISVTX == 0 {
 		return true
 	}
 	uid := uint32(os.Geteuid())
-	owned := syscall.Stat(p, &ps) == nil && ps.Uid == uid
-	return owned || ds.Uid == uid
+	if ds.Uid == uid {
+		return true
+	}
+	ps := ls
+	if ls.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		ps = new(syscall.Stat_t)
+		if syscall.Stat(p, ps) != nil {
+			return false // a dangling link of another user's
+		}
+	}
+	return ps.Uid == uid
 }
 
 func isDir(p string) bool {

@@ -46,7 +46,7 @@ func TestFileOps(t *testing.T) {
 	if m, _ := filepath.Glob(dir + "/*/.stockade-tmp-*"); len(m) != 0 {
 		t.Errorf("staging left: %q", m)
 	}
-	if fi, err := os.Stat(dir + "/new"); err != nil || fi.Mode().Perm() != 0o777&^umask() {
+	if fi, err := os.Stat(dir + "/new"); err != nil || fi.Mode().Perm() != 0o777&^testUmask() {
 		t.Errorf("new parent: %v, %v; want mkdir -p's mode", fi.Mode(), err)
 	}
 
@@ -86,7 +86,7 @@ func TestFileOps(t *testing.T) {
 	}
 }
 
-func umask() os.FileMode {
+func testUmask() os.FileMode {
 	m := syscall.Umask(0)
 	syscall.Umask(m)
 	return os.FileMode(m)
