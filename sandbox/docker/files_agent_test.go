@@ -1,0 +1,72 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/sandbox"
+)
+
+// TestAgentFileOps: with the agent running, a bulk write lands and a file
+// is read through its file operations, with no engine call; a write that
+// fills the sandbox's tmpfs is ErrNotWritable naming the lack of space,
+// lands nothing and leaves nothing; a file the sandbox user cannot read
+// is still read, through the engine (as root), as before the agent.
+func TestAgentFileOps(t *testing.T) {
+	s := newFixture(t)
+	sb := s.provision(t, sandbox.Spec{SessionID: "agent-files", Hardening: sandbox.Hardening{EphemeralStorageBytes: 8 << 20, ReadOnlyRootfs: true}})
+	waitAgent(t, s.p, sb)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var files []sandbox.FileWrite
+	for i := 0; i < 200; i++ {
+		files = append(files, sandbox.FileWrite{Path: fmt.Sprintf("/workspace/af/d%d/f%d", i%5, i), Data: []byte(fmt.Sprint(i))})
+	}
+	before := s.calls.n.Load()
+	if err := sb.WriteFiles(ctx, files); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sb.ReadFile(ctx, "/workspace/af/d3/f123")
+	if err != nil || string(got) != "123" {
+		t.Errorf("ReadFile = %q, %v; want 123", got, err)
+	}
+	if _, err := sb.ReadFile(ctx, "/workspace/af/missing"); !errors.Is(err, sandbox.ErrFileNotExist) {
+		t.Errorf("ReadFile(missing) = %v; want ErrFileNotExist", err)
+	}
+	if calls := s.calls.n.Load() - before; calls != 0 {
+		t.Errorf("WriteFiles and ReadFile through the agent made %d engine calls; want 0", calls)
+	}
+
+	// 5 MiB into /workspace's 4 MiB: ENOSPC while staging.
+	if err := sb.WriteFile(ctx, "/workspace/af/keep", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	err = sb.WriteFiles(ctx, []sandbox.FileWrite{{Path: "/workspace/af/first", Data: []byte("1")}, {Path: "/workspace/af/keep", Data: bytes.Repeat([]byte("x"), 5<<20)}})
+	var pe *sandbox.PathNotWritableError
+	if !errors.As(err, &pe) || pe.Path != "/workspace/af/keep" || !strings.Contains(err.Error(), "cannot stage the new file") || !strings.Contains(err.Error(), "no space left") {
+		t.Errorf("WriteFiles past the tmpfs = %v; want a PathNotWritableError for /workspace/af/keep naming the lack of space, from the agent's one-step write", err)
+	}
+	res := execIn(t, sb, "cat /workspace/af/keep; [ -e /workspace/af/first ] && echo first landed; find /workspace -name '"+sandbox.TempPrefix+"*'")
+	if res.Stdout != "old" {
+		t.Errorf("after the full tmpfs: %q; want the old file, nothing landed, no temporaries", res.Stdout)
+	}
+
+	// Readable by root only: the agent (the sandbox user) refuses, the
+	// engine reads it.
+	if r, err := sb.(*box).script(ctx, "0:0", "echo secret > /tmp/rootonly && chmod 600 /tmp/rootonly"); err != nil || r.code != 0 {
+		t.Fatalf("making a root-only file: %+v, %v", r, err)
+	}
+	before = s.calls.n.Load()
+	if got, err := sb.ReadFile(ctx, "/tmp/rootonly"); err != nil || string(got) != "secret\n" {
+		t.Errorf("ReadFile(root-only) = %q, %v; want secret, through the engine", got, err)
+	}
+	if s.calls.n.Load() == before {
+		t.Errorf("the root-only file was read without the engine")
+	}
+}
