@@ -119,9 +119,10 @@ var ErrNotLanded = errors.New("sandbox: the one-step write did not run")
 // resident agent). Every member is then the user's.
 func ExtractArgv(dir string) []string { return []string{"tar", "-x", "-f", "-", "-C", dir} }
 
-// Run carries out the write of files (the files b was planned with), the
-// sequence of the BulkWrite documentation: prepare, upload, rename, and
-// discard after any failure from the upload on. backend prefixes errors.
+// Run carries out the write of files (the files b was planned with): in
+// one step with ops.Land when it is set and runs, else the sequence of the
+// BulkWrite documentation: prepare, upload, rename, and discard after any
+// failure from the upload on. backend prefixes errors.
 func (b *BulkWrite) Run(ctx context.Context, backend string, files []FileWrite, ops BulkOps) error {
 	if ops.Land != nil {
 		code, stderr, err := ops.Land(ctx, b)

@@ -41,7 +41,16 @@
 //	'C' cancel   id of a command sent earlier, no payload: if the agent has
 //	             not started it, it never will (it answers 'N'); if it has,
 //	             the agent kills its process group (an optimisation: the
-//	             host kills the command itself)
+//	             host kills the command itself); a file operation once
+//	             started runs to its end
+//	'W' write    (version 2) id > 0, payload (at most MaxRequest bytes) a
+//	             4-byte big-endian length, a JSON WriteRequest of that
+//	             length (staging name, mtime, each target's path and size),
+//	             then every file's bytes in order: a bulk write done in the
+//	             agent's own process as WriteFiles
+//	'F' read     (version 2) id > 0, payload a JSON ReadRequest (at most
+//	             MaxRead bytes): one file read in the agent's process as
+//	             ReadFile
 //
 // Agent to host:
 //
@@ -60,6 +69,33 @@
 //	             start and will not (cancelled, or its fork failed); after
 //	             'S' or without it, never after 'O', 'E' or 'X'; its last
 //	             frame
+//
+// A file operation is answered as a command is: 'S' (or 'N' for a request
+// it cannot decode), its output ('O' the size line and bytes of a read,
+// 'E' the fault lines of a write), 'X' with the exit code the sandbox
+// package's scripts would give (BulkPrepareShell and BulkRenameShell
+// together; ReadFileShell), plus ExitStage for a file that could not be
+// staged and ExitReadRefused for a file the agent cannot read as the
+// sandbox user. No process is forked for it.
+//
+// # Versions
+//
+// The hello says which version the agent speaks (Version); the host
+// accepts MinVersion to Version and sends an agent only the frames of its
+// version: to a version 1 agent, file operations are ErrNotStarted without
+// a frame sent, and the backend uses its scripts. An agent reads a frame
+// of a type it does not know as a protocol error and exits.
+//
+// # File operations
+//
+// They trust nothing the host does not check again: they run as the
+// sandbox user, inside the sandbox, on paths the host validated, with the
+// permissions any session process has, so a session that replaces the
+// agent gains nothing it could not do itself. The host bounds what it
+// keeps of a read (the size asked and the size line), keeps its own timer
+// on each operation (the agent's acknowledgement within a grace, its end
+// within a budget), and drops (kills) an agent that misses either; it
+// then discards what a write staged and does it again with the scripts.
 //
 // The host refuses (protocol error) any other type, an id it has not sent
 // or has seen end, a payload over its type's bound, a second 'H' or 'S',

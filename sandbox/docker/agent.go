@@ -30,7 +30,10 @@ import (
 // as the sandbox user, its stdin and stdout the channel (a hijacked
 // connection). Commands of the sandbox user go through it (agentExec, an
 // ExecEngine for the one exec engine, container.Exec); the killer and the
-// backstop stay the engine's.
+// backstop stay the engine's. Bulk writes and reads use the agent's file
+// operations (protocol version 2, files.go: land, readAgent), done in its
+// process; the scripts and the archive API when it is gone, older, hung
+// or refusing.
 
 // Where the agent is in every sandbox.
 const (
