@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/sandbox"
 )
 
@@ -68,5 +69,47 @@ func TestAgentFileOps(t *testing.T) {
 	}
 	if s.calls.n.Load() == before {
 		t.Errorf("the root-only file was read without the engine")
+	}
+}
+
+// TestAgentStoppedFileOps: the session stops its agent (SIGSTOP); a bulk
+// write and a read still succeed, through the scripts and the archive API,
+// once the host has taken the agent for hung (no acknowledgement within
+// agentAckGrace), dropped and killed it; nothing staged is left.
+func TestAgentStoppedFileOps(t *testing.T) {
+	c := enginetest.Client(t)
+	p, _ := newProvider(t, enginetest.Owner(t))
+	sb := provisionT(t, p, testImage(t, c), "agent-stopped-files")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, op := range []string{"write", "read"} {
+		t.Run(op, func(t *testing.T) {
+			conn := waitAgent(t, p, sb)
+			killAgent(t, p, sb, "STOP")
+			switch op {
+			case "write":
+				files := []sandbox.FileWrite{{Path: "/workspace/st/a", Data: []byte("a")}, {Path: "/workspace/st/d/b", Data: []byte("b")}}
+				if err := sb.WriteFiles(ctx, files); err != nil {
+					t.Fatalf("WriteFiles with the agent stopped = %v", err)
+				}
+			case "read":
+				if got, err := sb.ReadFile(ctx, "/workspace/st/d/b"); err != nil || string(got) != "b" {
+					t.Errorf("ReadFile with the agent stopped = %q, %v; want b", got, err)
+				}
+			}
+			select {
+			case <-conn.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stopped agent's channel was not dropped")
+			}
+			out, err := execEngine(ctx, p, sb, "cat /workspace/st/a /workspace/st/d/b; find /workspace -name '"+sandbox.TempPrefix+"*'; ps -o args | grep -c '^/.stockade/stockade-agent' || true")
+			if err != nil || out != "ab0\n" {
+				t.Errorf("after the %s: %q, %v; want the files, no temporaries, no agent", op, out, err)
+			}
+			s := p.agentSlotFor(sb.(*box).id)
+			s.mu.Lock()
+			s.retryAt = time.Time{} // past the relaunch delay
+			s.mu.Unlock()
+		})
 	}
 }
