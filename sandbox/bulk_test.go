@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -512,5 +513,62 @@ func TestFault(t *testing.T) {
 		if b.n != tt.remaining {
 			t.Errorf("Fault(%d, %q) left %d files; want %d", tt.code, tt.stderr, b.n, tt.remaining)
 		}
+	}
+}
+
+// TestRunLandFallsBack: a Land that stopped part way (ErrNotLanded) has
+// what it staged discarded and the write done by the scripts; one that
+// fails otherwise has it discarded and its error returned.
+func TestRunLandFallsBack(t *testing.T) {
+	sh := shells(t)[0]
+	sh.need(t)
+	for _, tc := range []struct {
+		name    string
+		landErr error
+		want    error // nil: the scripts land the write
+	}{
+		{"stopped", fmt.Errorf("%w: the agent is gone", ErrNotLanded), nil},
+		{"final", ErrNotWritable, ErrNotWritable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			w := root + "/w"
+			os.MkdirAll(w+"/d", 0o755)
+			files := []FileWrite{{Path: w + "/d/a", Data: []byte("a")}, {Path: w + "/b", Data: []byte("b")}}
+			b, err := NewBulkWrite(w, files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops := BulkOps{
+				Script: func(_ context.Context, script string, args ...string) (int, string, string, error) {
+					stdout, stderr, code := runScript(t, sh, script, args...)
+					return code, stdout, stderr, nil
+				},
+				Put: func(_ context.Context, dir string, write func(io.Writer) error) error {
+					var ar bytes.Buffer
+					write(&ar)
+					extract(t, dir, &ar)
+					return nil
+				},
+				Discard: func(_ context.Context, b *BulkWrite) { runScript(t, sh, BulkDiscardShell, b.Delivered()...) },
+				Land: func(_ context.Context, b *BulkWrite) (int, string, error) {
+					_, temp, _ := b.Plan()
+					os.MkdirAll(w+"/d/"+temp, 0o700) // staged, then lost
+					os.WriteFile(w+"/d/"+temp+"/a", []byte("half"), 0o644)
+					return 0, "", tc.landErr
+				},
+			}
+			err = b.Run(context.Background(), "test", files, ops)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Run = %v; want %v", err, tc.want)
+			}
+			want := map[string]string{"/w": "dir", "/w/d": "dir"}
+			if tc.want == nil {
+				want["/w/d/a"], want["/w/b"] = "-rw-r--r-- a", "-rw-r--r-- b"
+			}
+			if got := tree(t, root); !reflect.DeepEqual(got, want) {
+				t.Errorf("after Run: %q\nwant %q", got, want)
+			}
+		})
 	}
 }
