@@ -1,0 +1,133 @@
+package docker
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/dockerapi"
+)
+
+// poolFixture is a provider with a warm pool of size of the plain spec;
+// at the end its sessions are reaped, the pool closed, and nothing of the
+// owner may remain.
+func poolFixture(t *testing.T, size int) (*Provider, *dockerapi.Client, string) {
+	t.Helper()
+	c := enginetest.Client(t)
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	p, err := New(Config{Owner: owner, Pool: PoolConfig{Size: size, Specs: []sandbox.Spec{{Image: img}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		ids, err := p.Owned(ctx)
+		if err != nil {
+			t.Errorf("Owned() = %v", err)
+		}
+		for _, id := range ids {
+			if err := p.Reap(ctx, id); err != nil {
+				t.Errorf("Reap(%s) = %v", id, err)
+			}
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+		if left, err := leftovers(c, owner)(ctx); err != nil || len(left) > 0 {
+			t.Errorf("after Reap and Close, leftovers = %q, %v; want nothing", left, err)
+		}
+	})
+	return p, c, img
+}
+
+// poolMembers lists the names of owner's unclaimed pool members.
+func poolMembers(t *testing.T, p *Provider, c *dockerapi.Client) []string {
+	t.Helper()
+	want := label.Base(p.owner, label.KindSession)
+	want[label.Role] = label.RolePool
+	cs, err := c.ContainerList(context.Background(), dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, x := range cs {
+		if strings.HasPrefix(x.Names[0], "/"+p.memberName("")) {
+			out = append(out, x.Names[0])
+		}
+	}
+	return out
+}
+
+// TestPoolClaim: a Provision of a pooled spec is a claimed member, named
+// and seen as a normal Provision's sandbox (Owned, Attach, idempotent
+// Provision, ErrSpecMismatch), never listed as a session while unclaimed;
+// the pool refills; Reap removes the claimed member whole.
+func TestPoolClaim(t *testing.T) {
+	p, c, img := poolFixture(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.WarmPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := p.Owned(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("Owned() with only the pool = %q, %v; want none", ids, err)
+	}
+	id := domain.ID("claimed")
+	sb, err := p.Provision(ctx, sandbox.Spec{SessionID: id, Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.PoolClaims(); n != 1 {
+		t.Fatalf("PoolClaims() = %d; want 1", n)
+	}
+	j, err := c.ContainerInspect(ctx, sb.ID())
+	if err != nil || strings.TrimPrefix(j.Name, "/") != p.containerName(id) {
+		t.Fatalf("claimed container is named %q (%v); want %s", j.Name, err, p.containerName(id))
+	}
+	if got := execIn(t, sb, "id -u; echo $HOME; pwd").Stdout; got != "65534\n/workspace\n/workspace\n" {
+		t.Errorf("claimed sandbox runs %q", got)
+	}
+	if ids, err := p.Owned(ctx); err != nil || !slices.Equal(ids, []domain.ID{id}) {
+		t.Errorf("Owned() = %q, %v; want [%s]", ids, err, id)
+	}
+	if again, err := p.Provision(ctx, sandbox.Spec{SessionID: id, Image: img}); err != nil || again.ID() != sb.ID() {
+		t.Errorf("Provision again = %v; want the claimed sandbox", err)
+	}
+	if _, err := p.Provision(ctx, sandbox.Spec{SessionID: id, Image: img, Workdir: "/src"}); err == nil || !strings.Contains(err.Error(), sandbox.ErrSpecMismatch.Error()) {
+		t.Errorf("Provision with another workdir = %v; want ErrSpecMismatch", err)
+	}
+	if a, err := p.Attach(ctx, id); err != nil || a.ID() != sb.ID() {
+		t.Errorf("Attach = %v", err)
+	}
+	if err := p.WarmPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := poolMembers(t, p, c); len(m) != 1 {
+		t.Errorf("after the refill the pool holds %q; want one member", m)
+	}
+	if err := p.Reap(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := p.Owned(ctx); err != nil || len(ids) != 0 {
+		t.Errorf("Owned() after Reap = %q, %v; want none", ids, err)
+	}
+	// What is left is exactly the one unclaimed member (its sandbox,
+	// keeper, volumes) and the agent's volume.
+	left, err := leftovers(c, p.owner)(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range left {
+		if !strings.Contains(l, p.memberName("")) && !strings.Contains(l, p.memberKeeperName("")) && !strings.Contains(l, "stockade-agent-") {
+			t.Errorf("after Reap, %q is left", l)
+		}
+	}
+}
