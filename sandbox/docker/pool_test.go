@@ -131,3 +131,40 @@ func TestPoolClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolCloseRacesRefill: a Close at any point of the pool's refills
+// (before the first member, while members are being made, once it is full)
+// leaves nothing of the owner.
+func TestPoolCloseRacesRefill(t *testing.T) {
+	c := enginetest.Client(t)
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, after := range []time.Duration{0, 20 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond, 800 * time.Millisecond, -1} {
+		p, err := New(Config{Owner: owner, Pool: PoolConfig{Size: 2, Specs: []sandbox.Spec{{Image: img}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.startPool()
+		if after < 0 {
+			if err := p.WarmPool(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			time.Sleep(after)
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Errorf("Close after %v = %v", after, err)
+		}
+		if left, err := leftovers(c, owner)(ctx); err != nil || len(left) > 0 {
+			t.Fatalf("Close after %v left %q, %v; want nothing", after, left, err)
+		}
+		// Closed, the pool hands out nothing.
+		for _, k := range p.warm.keys {
+			if p.warm.take(k.key) != nil {
+				t.Errorf("a closed pool handed out a member")
+			}
+		}
+	}
+}
