@@ -89,8 +89,8 @@ type agentSlot struct {
 	conn      *agent.Conn
 	launching bool
 	launched  chan struct{} // closed when the launch in flight ends
-	failures  int       // launches or channels that failed in a row
-	retryAt   time.Time // no launch before
+	failures  int           // launches or channels that failed in a row
+	retryAt   time.Time     // no launch before
 }
 
 // agentVolumeName is the name of the owner's volume holding bin.
