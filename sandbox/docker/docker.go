@@ -101,6 +101,35 @@
 // failure in a row (1 s to 1 min). Commands go through the engine while
 // none runs.
 //
+// # Warm pool
+//
+// With Config.Pool (off by default), the provider keeps, for each spec
+// PoolConfig.Specs names (networking none only), PoolConfig.Size sandboxes
+// made ahead: volumes, keeper and a started container with its agent
+// running, exactly what a Provision of that spec would create but for the
+// session, refilled in the background (one member at a time per spec,
+// within PoolConfig.MaxMembers and MemoryBytes) from the provider's first
+// Provision (or WarmPool). Their names are "stockade-p-" + the owner's
+// hash + "-" + a token (keeper "stockade-pk-…", volumes "…-v0", …), their
+// labels the owner's, Kind=session, Role=pool (pool-keeper) and the token
+// (label.Pool), and no Session label: Owned never lists an unclaimed
+// member. A Provision whose resolved container matches a member's but for
+// the session (the same image, workdir, Env, Hardening; see containerKey)
+// claims one by renaming its container to the session's deterministic
+// name; the engine's rename is atomic, so of a claim and a concurrent
+// Provision of the same session one wins the name and the other adopts
+// it, and only the process that made a member hands it out, once. The
+// name is then the record of whose it is: adoption, Attach, Export, Owned
+// and Reap see a container with pool labels under a session's name as that
+// session's, and reach its keeper and volumes by its token; Reap removes
+// them, and Owned what a cut-short Reap left of them. A member is never
+// handed out again after a session had it: Destroy removes it, and the
+// pool makes a fresh one. Close removes the unclaimed members (a refill
+// racing Close removes what it made). Pausing idle members is not done:
+// an idle member already uses no CPU (a sleep, the agent blocked on its
+// channel), the freezer keeps its memory, and an unpause would add an
+// engine call to every claim.
+//
 // # Out of memory
 //
 // The wrapper reads the memory cgroup's oom_kill counter before and after
@@ -981,7 +1010,7 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	}
 	// What a cut-short removal of a claimed pool member left (its keeper,
 	// its volumes) is no session's: it goes here, as the network does.
-	if err := p.removeOrphanMembers(ctx, cs, vs); err != nil {
+	if err := p.removeOrphanMembers(ctx, cs, vs, false); err != nil {
 		return nil, err
 	}
 	labels := make([]map[string]string, 0, len(cs)+len(vs)+len(ns))

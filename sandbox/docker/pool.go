@@ -590,8 +590,9 @@ func (p *Provider) removeMemberRest(ctx context.Context, token string, settle bo
 // sandbox container is gone (a Reap or removal cut short), given the
 // owner's session containers and volumes as listed. Volumes without a
 // keeper are a member's being made (the sandbox comes after them) until
-// they are older than poolFillBudget.
-func (p *Provider) removeOrphanMembers(ctx context.Context, cs []dockerapi.ContainerSummary, vs []dockerapi.Volume) error {
+// they are older than poolFillBudget, unless all (no member is being made:
+// ReapPool).
+func (p *Provider) removeOrphanMembers(ctx context.Context, cs []dockerapi.ContainerSummary, vs []dockerapi.Volume, all bool) error {
 	base := label.Base(p.owner, label.KindSession)
 	alive := map[string]bool{}
 	rest := map[string]bool{}
@@ -607,7 +608,7 @@ func (p *Provider) removeOrphanMembers(ctx context.Context, cs []dockerapi.Conta
 	for _, v := range vs {
 		if t := v.Labels[label.Pool]; t != "" && v.Labels[label.Role] == label.RolePool && label.Has(v.Labels, base) {
 			made, err := time.Parse(time.RFC3339, v.CreatedAt)
-			if rest[t] || err == nil && time.Since(made) > poolFillBudget {
+			if all || rest[t] || err == nil && time.Since(made) > poolFillBudget {
 				rest[t] = true
 			}
 		}
@@ -733,4 +734,42 @@ func (r *resolved) memberKeeper(p *Provider, c dockerapi.ContainerJSON) {
 			}
 		}
 	}
+}
+
+// ReapPool removes every unclaimed pool member of the owner, whichever
+// provider made it, and what removals cut short left of members: what a
+// crashed process's pool left (Close removes only the provider's own).
+// Claimed members are sessions, left to Reap. Run it when no other
+// provider of the owner is claiming: a claim the engine applies between
+// this call's look-up of a member and its removal would lose the sandbox
+// it just claimed (another provider's claim that finds its member gone
+// takes the normal path).
+func (p *Provider) ReapPool(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
+	defer cancel()
+	want := label.Base(p.owner, label.KindSession)
+	want[label.Role] = label.RolePool
+	cs, err := p.eng.ContainerList(rctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
+	if err != nil {
+		return fmt.Errorf("docker: list pool members: %w", err)
+	}
+	var errs []error
+	for _, c := range cs {
+		t := c.Labels[label.Pool]
+		if !label.Has(c.Labels, want) || t == "" || len(c.Names) == 0 || strings.TrimPrefix(c.Names[0], "/") != p.memberName(t) {
+			continue
+		}
+		errs = append(errs, p.removeMemberParts(rctx, p.memberName(t), t))
+	}
+	all, err := p.sessionContainers(rctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	vs, err := p.eng.VolumeList(rctx, dockerapi.LabelsFilter(label.Base(p.owner, label.KindSession)))
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("docker: list volumes: %w", err))...)
+	}
+	errs = append(errs, p.removeOrphanMembers(rctx, all, vs, true))
+	errs = append(errs, p.removeNetworkIfUnused(rctx), p.removeAgentIfUnused(rctx))
+	return errors.Join(errs...)
 }

@@ -168,3 +168,50 @@ func TestPoolCloseRacesRefill(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolReapAfterCrash: the members a provider left without Close (a
+// crashed process's) are removed by another provider's ReapPool, which
+// leaves a claimed member (a session) alone; Owned + Reap then leave
+// nothing.
+func TestPoolReapAfterCrash(t *testing.T) {
+	c := enginetest.Client(t)
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dead, err := New(Config{Owner: owner, Pool: PoolConfig{Size: 2, Specs: []sandbox.Spec{{Image: img}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.WarmPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := dead.Provision(ctx, sandbox.Spec{SessionID: "survivor", Image: img})
+	if err != nil || dead.PoolClaims() != 1 {
+		t.Fatalf("Provision = %v, claims %d; want a claim", err, dead.PoolClaims())
+	}
+	if err := dead.WarmPool(ctx); err != nil { // idle again: as a crashed process leaves it
+		t.Fatal(err)
+	}
+	next, _ := newProvider(t, owner)
+	if err := next.ReapPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := poolMembers(t, next, c); len(m) != 0 {
+		t.Errorf("after ReapPool the members %q are left", m)
+	}
+	if got := execIn(t, sb, "echo alive").Stdout; got != "alive\n" {
+		t.Errorf("the claimed sandbox answers %q after ReapPool", got)
+	}
+	ids, err := next.Owned(ctx)
+	if err != nil || !slices.Equal(ids, []domain.ID{"survivor"}) {
+		t.Fatalf("Owned() = %q, %v; want [survivor]", ids, err)
+	}
+	if err := next.Reap(ctx, "survivor"); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := leftovers(c, owner)(ctx); err != nil || len(left) > 0 {
+		t.Errorf("after ReapPool, Owned and Reap, leftovers = %q, %v; want nothing", left, err)
+	}
+	dead.Close(ctx)
+}
