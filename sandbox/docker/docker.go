@@ -1122,25 +1122,16 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 		if !p.ours(v.Labels, id) {
 			continue // the engine's filter matched loosely
 		}
-		for {
-			err := p.eng.VolumeRemove(rctx, v.Name, true)
-			if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
-				break
-			}
-			if !errors.Is(err, dockerapi.ErrConflict) {
-				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
-			}
+		err := p.removeVolume(rctx, v.Name, true, func() (bool, error) {
 			// Still in use: the engine is releasing it, or a container
 			// holds it that the removal above did not find: a create a
 			// crashed process had in flight, which the engine lists
 			// before it can remove it, or a concurrent Provision's.
 			late = true
-			if err := p.removeListed(rctx, id); err != nil {
-				return err
-			}
-			if err := sleep(rctx, 100*time.Millisecond, false); err != nil {
-				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
-			}
+			return true, p.removeListed(rctx, id)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if late {
@@ -1154,6 +1145,28 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	p.revokers.Forget(id)
 	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
 	return nil
+}
+
+// removeVolume removes volume name (force: even if the engine counts it in
+// use). While the engine answers that it is in use, inUse says whether to
+// ask again (after 100 ms); a volume that is gone counts as removed.
+func (p *Provider) removeVolume(ctx context.Context, name string, force bool, inUse func() (again bool, err error)) error {
+	for {
+		err := p.eng.VolumeRemove(ctx, name, force)
+		if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
+			return nil
+		}
+		if !errors.Is(err, dockerapi.ErrConflict) {
+			return fmt.Errorf("docker: remove volume %s: %w", name, err)
+		}
+		again, err := inUse()
+		if err != nil || !again {
+			return err
+		}
+		if err := sleep(ctx, 100*time.Millisecond, false); err != nil {
+			return fmt.Errorf("docker: remove volume %s: %w", name, err)
+		}
+	}
 }
 
 // sessionContainers lists the owner's session containers (sandboxes,

@@ -565,22 +565,10 @@ func (p *Provider) removeMemberRest(ctx context.Context, token string, settle bo
 		if !label.Has(v.Labels, want) {
 			continue
 		}
-		for {
-			err := p.eng.VolumeRemove(ctx, v.Name, false)
-			if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
-				break
-			}
-			if !errors.Is(err, dockerapi.ErrConflict) {
-				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
-			}
-			if !settle {
-				break
-			}
-			// The engine is still releasing it from the removed
-			// containers.
-			if err := sleep(ctx, 50*time.Millisecond, false); err != nil {
-				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
-			}
+		// In use: the engine is still releasing it from the removed
+		// containers (settle), or a container uses it.
+		if err := p.removeVolume(ctx, v.Name, false, func() (bool, error) { return settle, nil }); err != nil {
+			return err
 		}
 	}
 	return nil

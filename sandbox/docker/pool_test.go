@@ -26,25 +26,7 @@ func poolFixture(t *testing.T, size int) (*Provider, *dockerapi.Client, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		ids, err := p.Owned(ctx)
-		if err != nil {
-			t.Errorf("Owned() = %v", err)
-		}
-		for _, id := range ids {
-			if err := p.Reap(ctx, id); err != nil {
-				t.Errorf("Reap(%s) = %v", id, err)
-			}
-		}
-		if err := p.Close(ctx); err != nil {
-			t.Errorf("Close() = %v", err)
-		}
-		if left, err := leftovers(c, owner)(ctx); err != nil || len(left) > 0 {
-			t.Errorf("after Reap and Close, leftovers = %q, %v; want nothing", left, err)
-		}
-	})
+	t.Cleanup(func() { reapAll(t, p, c) })
 	return p, c, img
 }
 
