@@ -360,23 +360,14 @@ func (p *Provider) makeMember(ctx context.Context, spec sandbox.Spec) (m *poolMe
 	if found != len(vols) {
 		return nil, "", fmt.Errorf("docker: %s: %d of its %d volumes are there", name, found, len(vols))
 	}
-	kcfg, err := keeper.Config()
-	if err != nil {
-		return nil, "", fmt.Errorf("docker: %w", err)
-	}
-	kname := p.memberKeeperName(token)
+	// The keeper starts beside the sandbox, as create does.
+	r.keepName, r.keeper, r.keepWant = p.memberKeeperName(token), keeper, p.memberLabels(label.RolePoolKeeper, token)
 	keepErr := make(chan error, 1)
-	go func() {
-		kid, err := p.eng.ContainerCreate(ctx, kname, kcfg)
-		if err == nil {
-			err = p.eng.ContainerStart(ctx, kid)
-		}
-		keepErr <- err
-	}()
+	go func() { keepErr <- p.keep(ctx, r, &made{}) }()
 	b := p.box(id, name, poolSessionID, r.workdir, r.uid)
 	err = b.start(ctx)
 	if kerr := <-keepErr; kerr != nil {
-		err = errors.Join(err, fmt.Errorf("docker: keeper %s: %w", kname, kerr))
+		err = errors.Join(err, kerr)
 	}
 	if err != nil {
 		return nil, "", err
