@@ -232,6 +232,16 @@ func (p *Provider) startPool() {
 	p.refill()
 }
 
+// bounded reports whether another member of k would pass the pool's
+// bounds; w.mu is held.
+func (w *warmPool) bounded(k *poolKey) bool {
+	max := w.cfg.MaxMembers
+	if max == 0 {
+		max = w.cfg.Size * len(w.keys)
+	}
+	return w.members >= max || w.cfg.MemoryBytes > 0 && w.memory+k.memory > w.cfg.MemoryBytes
+}
+
 // refill starts making a member for each spec short of Size, one at a time
 // per spec, within the bounds.
 func (p *Provider) refill() {
@@ -241,14 +251,9 @@ func (p *Provider) refill() {
 	if w.closed {
 		return
 	}
-	max := w.cfg.MaxMembers
-	if max == 0 {
-		max = w.cfg.Size * len(w.keys)
-	}
 	now := time.Now()
 	for _, k := range w.keys {
-		if k.making || len(k.ready) >= w.cfg.Size || now.Before(k.retryAt) || w.members >= max ||
-			w.cfg.MemoryBytes > 0 && w.memory+k.memory > w.cfg.MemoryBytes {
+		if k.making || len(k.ready) >= w.cfg.Size || now.Before(k.retryAt) || w.bounded(k) {
 			continue
 		}
 		k.making = true
@@ -618,7 +623,8 @@ func (p *Provider) PoolClaims() int64 {
 }
 
 // WarmPool starts filling the pool, if not yet, and waits until every spec
-// has Size members ready, within the bounds, or ctx ends. Without a pool
+// has Size members ready, or as many as the bounds let be made, or ctx
+// ends. Without a pool
 // it returns nil at once.
 func (p *Provider) WarmPool(ctx context.Context) error {
 	w := p.warm
@@ -630,7 +636,7 @@ func (p *Provider) WarmPool(ctx context.Context) error {
 		w.mu.Lock()
 		full, closed := true, w.closed
 		for _, k := range w.keys {
-			if len(k.ready) < w.cfg.Size {
+			if len(k.ready) < w.cfg.Size && (k.making || !w.bounded(k)) {
 				full = false
 			}
 		}

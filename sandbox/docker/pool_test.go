@@ -2,12 +2,14 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
@@ -196,4 +198,61 @@ func TestPoolReapAfterCrash(t *testing.T) {
 		t.Errorf("after ReapPool, Owned and Reap, leftovers = %q, %v; want nothing", left, err)
 	}
 	dead.Close(ctx)
+}
+
+// TestPoolBounds: the pool holds no more members than MaxMembers, and no
+// more than MemoryBytes of memory limits allow.
+func TestPoolBounds(t *testing.T) {
+	c := enginetest.Client(t)
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	one := int64(container.SessionMemoryBytes + container.KeeperMemoryBytes)
+	for _, tc := range []struct {
+		name string
+		cfg  PoolConfig
+		want int
+	}{
+		{"size", PoolConfig{Size: 2}, 2},
+		{"max-members", PoolConfig{Size: 3, MaxMembers: 1}, 1},
+		{"memory", PoolConfig{Size: 3, MemoryBytes: 2*one + one/2}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			tc.cfg.Specs = []sandbox.Spec{{Image: img}}
+			p, err := New(Config{Owner: owner, Pool: tc.cfg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reapAll(t, p, c)
+			if err := p.WarmPool(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if m := poolMembers(t, p, c); len(m) != tc.want {
+				t.Errorf("the pool holds %d members (%q); want %d", len(m), m, tc.want)
+			}
+		})
+	}
+}
+
+// TestPoolConfigRefused: specs that cannot be pooled are refused by New,
+// before any engine call.
+func TestPoolConfigRefused(t *testing.T) {
+	for _, cfg := range []PoolConfig{
+		{Size: 1, Specs: []sandbox.Spec{{Image: "x", Networking: domain.Networking{Type: domain.NetUnrestricted}}}},
+		{Size: 1, Specs: []sandbox.Spec{{Image: "x", Networking: domain.Networking{Type: domain.NetLimited}}}},
+		{Size: 1, Specs: []sandbox.Spec{{}}},
+		{Size: -1},
+	} {
+		if _, err := New(Config{Host: "unix:///nonexistent.sock", Pool: cfg}); !errors.Is(err, ErrUnpoolable) {
+			t.Errorf("New(Pool %+v) = %v; want ErrUnpoolable", cfg, err)
+		}
+	}
+	p, err := New(Config{Host: "unix:///nonexistent.sock"})
+	if err != nil || p.warm != nil {
+		t.Errorf("New without Pool = %v, pool %v; want no pool", err, p.warm)
+	}
+	if err := p.Close(context.Background()); err != nil || p.PoolClaims() != 0 {
+		t.Errorf("Close without a pool = %v", err)
+	}
 }
