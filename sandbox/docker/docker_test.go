@@ -105,6 +105,7 @@ func TestContractNoAgent(t *testing.T) { contract(t, true, false, nil) }
 // closed before the suite checks that nothing is left.
 func TestContractPool(t *testing.T) {
 	p := contract(t, false, true, nil)
+	t.Logf("%d Provisions served by the pool", p.PoolClaims())
 	if n := p.PoolClaims(); n < 10 {
 		t.Errorf("PoolClaims() = %d after the suite; want every Provision of a pooled spec served by the pool", n)
 	}

@@ -370,6 +370,14 @@ func testFresh(t *testing.T, r *run) {
 	places := strings.Join(sandbox.WritablePaths(sandbox.DefaultWorkdir), " ")
 	sh(t, first, "for d in "+places+"; do echo previous > $d/.stockade-previous; done; "+
 		"setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo started")
+	left := func(sb sandbox.Sandbox) string {
+		return sh(t, sb, "for d in "+places+"; do ls -A $d | grep -x .stockade-previous; done; "+
+			"ps -o pid,args | grep 'sleep 3600' | grep -v grep; true")
+	}
+	// The check below can see them.
+	if got := left(first); strings.Count(got, ".stockade-previous") != len(sandbox.WritablePaths(sandbox.DefaultWorkdir)) || !strings.Contains(got, "sleep 3600") {
+		t.Fatalf("the first sandbox shows %q; want its markers and its sleep", got)
+	}
 	if err := first.Destroy(ctx); err != nil {
 		t.Fatalf("Destroy = %v", err)
 	}
@@ -381,9 +389,7 @@ func testFresh(t *testing.T, r *run) {
 	if second.ID() == first.ID() {
 		t.Errorf("the second Provision returned the destroyed sandbox %s", first.ID())
 	}
-	got := sh(t, second, "for d in "+places+"; do ls -A $d; done; "+
-		"ps -o pid,args | grep 'sleep 3600' | grep -v grep; true")
-	if strings.TrimSpace(got) != "" {
+	if got := left(second); strings.TrimSpace(got) != "" {
 		t.Errorf("a fresh sandbox holds what the destroyed one left:\n%s", got)
 	}
 }
