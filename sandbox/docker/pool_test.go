@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,5 +255,60 @@ func TestPoolConfigRefused(t *testing.T) {
 	}
 	if err := p.Close(context.Background()); err != nil || p.PoolClaims() != 0 {
 		t.Errorf("Close without a pool = %v", err)
+	}
+}
+
+// TestPoolConcurrentClaims: concurrent Provisions of one session from a
+// full pool converge on one sandbox, with one member claimed (the others
+// go back); concurrent Provisions of distinct sessions never get the same
+// member.
+func TestPoolConcurrentClaims(t *testing.T) {
+	p, _, img := poolFixture(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	provisionAll := func(ids []domain.ID) []string {
+		got := make([]string, len(ids))
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sb, err := p.Provision(ctx, sandbox.Spec{SessionID: id, Image: img})
+				if err != nil {
+					t.Errorf("Provision(%s) = %v", id, err)
+					return
+				}
+				got[i] = sb.ID()
+			}()
+		}
+		wg.Wait()
+		return got
+	}
+	if err := p.WarmPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	same := provisionAll([]domain.ID{"one", "one", "one", "one"})
+	for _, id := range same {
+		if id != same[0] {
+			t.Fatalf("concurrent Provisions of one session returned %q; want one sandbox", same)
+		}
+	}
+	if n := p.PoolClaims(); n != 1 {
+		t.Errorf("PoolClaims() = %d after one session's Provisions from a full pool; want 1", n)
+	}
+	if err := p.WarmPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := p.PoolClaims()
+	distinct := provisionAll([]domain.ID{"a", "b", "c"})
+	seen := map[string]bool{same[0]: true}
+	for _, id := range distinct {
+		if seen[id] {
+			t.Errorf("two sessions got sandbox %s (all: %q, %q)", id, same, distinct)
+		}
+		seen[id] = true
+	}
+	if n := p.PoolClaims() - before; n != 3 {
+		t.Errorf("%d of 3 distinct sessions were served by the full pool; want 3", n)
 	}
 }
