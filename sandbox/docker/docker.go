@@ -590,11 +590,15 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		case !errors.Is(err, dockerapi.ErrNotFound):
 			return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
 		}
-		if b, ok := p.claim(ctx, r); ok {
+		b, taken := p.claim(ctx, r)
+		if b != nil {
 			log.Info("provisioned from the pool", "phase", "provision", "dur", time.Since(start))
 			return b, nil
 		}
-		b, retry, err := p.create(ctx, r, cfg, m)
+		retry, err := taken, error(nil)
+		if !taken {
+			b, retry, err = p.create(ctx, r, cfg, m)
+		}
 		if err != nil {
 			if derr := p.discard(ctx, m); derr != nil {
 				log.Warn("cleaning up after a failed create", "err", derr)

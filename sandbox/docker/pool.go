@@ -434,10 +434,11 @@ func (w *warmPool) putBack(key string, m *poolMember) bool {
 }
 
 // claim turns a ready member of r's key into session r's sandbox (see the
-// top of this file); ok is false when none could be claimed (the caller
-// takes the normal path). It never fails a Provision: what goes wrong is
+// top of this file). b is nil when none could be claimed: the caller takes
+// the normal path, or, when taken, looks for the session's container again
+// (the name is taken). It never fails a Provision: what goes wrong is
 // logged and the member removed.
-func (p *Provider) claim(ctx context.Context, r *resolved) (b *box, ok bool) {
+func (p *Provider) claim(ctx context.Context, r *resolved) (b *box, taken bool) {
 	w := p.warm
 	if w == nil {
 		return nil, false
@@ -455,7 +456,7 @@ func (p *Provider) claim(ctx context.Context, r *resolved) (b *box, ok bool) {
 			w.claimed.Add(1)
 			w.claims.Done()
 			p.refill()
-			return p.box(m.id, name, r.spec.SessionID, r.workdir, r.uid), true
+			return p.box(m.id, name, r.spec.SessionID, r.workdir, r.uid), false
 		case errors.Is(err, dockerapi.ErrConflict):
 			// The session's name is taken: by the session (the caller
 			// adopts it) or by a concurrent Provision's create.
@@ -463,7 +464,7 @@ func (p *Provider) claim(ctx context.Context, r *resolved) (b *box, ok bool) {
 				p.removeMember(context.WithoutCancel(ctx), m.id, m.token)
 			}
 			w.claims.Done()
-			return nil, false
+			return nil, true
 		case errors.Is(err, dockerapi.ErrNotFound):
 			// Gone (a sweep): its keeper and volumes follow.
 			p.removeMember(context.WithoutCancel(ctx), p.memberName(m.token), m.token)
