@@ -669,10 +669,13 @@ func (p *Provider) Close(ctx context.Context) error {
 	w.closed = true
 	var ready []*poolMember
 	for _, k := range w.keys {
+		for _, m := range k.ready {
+			w.members--
+			w.memory -= m.memory
+		}
 		ready = append(ready, k.ready...)
 		k.ready = nil
 	}
-	w.members, w.memory = 0, 0
 	w.mu.Unlock()
 	w.cancel()
 	w.fills.Wait()
