@@ -42,6 +42,11 @@ const (
 	// sandbox, keeper and volumes: RoleGate for the egress gate's container
 	// and network.
 	Role = "io.stockade.role"
+	// Pool is the token of one warm-pool member (sandbox/docker's
+	// Config.Pool): its sandbox container, keeper and volumes carry it, so
+	// a claimed sandbox leads to the rest of its member, and an orphan (a
+	// keeper or volume whose sandbox is gone) is found by it.
+	Pool = "io.stockade.pool"
 )
 
 // Kinds.
@@ -59,6 +64,12 @@ const (
 	// (no session's: it goes with the owner's last session) and the
 	// short-lived container that fills it.
 	RoleAgent = "agent"
+	// RolePool marks a warm-pool member's sandbox container and volumes:
+	// created for no session (no Session label), claimed by a rename to a
+	// session's name, which is then the record of whose it is.
+	RolePool = "pool"
+	// RolePoolKeeper marks a warm-pool member's keeper.
+	RolePoolKeeper = "pool-keeper"
 )
 
 // Base returns the labels every object Stockade creates carries.

@@ -62,6 +62,12 @@ const (
 	// not is taken for hung, dropped and killed, and the command goes
 	// through the engine.
 	agentAckGrace = 3 * time.Second
+	// agentLaunchWait is how long a command waits for a launch in flight
+	// (a new sandbox's first command) before it goes through the engine:
+	// a launch's end is nearer than an engine exec's cost (create, start,
+	// inspect) when it started before the command, so waiting is faster;
+	// a launch that takes longer is not waited for.
+	agentLaunchWait = 100 * time.Millisecond
 	// agentStderrBytes caps the agent's own diagnostics kept.
 	agentStderrBytes = 4 << 10
 )
@@ -85,8 +91,9 @@ type agentSlot struct {
 	mu        sync.Mutex
 	conn      *agent.Conn
 	launching bool
-	failures  int       // launches or channels that failed in a row
-	retryAt   time.Time // no launch before
+	launched  chan struct{} // closed when the launch in flight ends
+	failures  int           // launches or channels that failed in a row
+	retryAt   time.Time     // no launch before
 }
 
 // agentVolumeName is the name of the owner's volume holding bin.
@@ -351,13 +358,39 @@ func (p *Provider) agentConn(ctx context.Context, b *box) *agent.Conn {
 		s.conn = nil
 		s.fail()
 	}
-	if s.launching || time.Now().Before(s.retryAt) {
+	if s.launching {
+		launched := s.launched
+		s.mu.Unlock()
+		return p.awaitAgent(ctx, s, launched)
+	}
+	if time.Now().Before(s.retryAt) {
 		s.mu.Unlock()
 		return nil
 	}
-	s.launching = true
+	s.launching, s.launched = true, make(chan struct{})
 	s.mu.Unlock()
 	go p.launchAgent(context.WithoutCancel(ctx), b, s)
+	return nil
+}
+
+// awaitAgent waits up to agentLaunchWait for the launch in flight (launched
+// closes at its end) and returns its channel, nil if it failed or did not
+// end in time.
+func (p *Provider) awaitAgent(ctx context.Context, s *agentSlot, launched chan struct{}) *agent.Conn {
+	t := time.NewTimer(agentLaunchWait)
+	defer t.Stop()
+	select {
+	case <-launched:
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil && s.conn.Err() == nil {
+		return s.conn
+	}
 	return nil
 }
 
@@ -374,6 +407,7 @@ func (p *Provider) launchAgent(ctx context.Context, b *box, s *agentSlot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.launching = false
+	close(s.launched)
 	if err != nil {
 		s.fail()
 		p.log.Debug("agent not started; commands go through the engine", "container", b.name, "err", err, "retry_in", time.Until(s.retryAt))

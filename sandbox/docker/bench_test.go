@@ -112,6 +112,57 @@ func BenchmarkProvisionExecDestroy(b *testing.B) {
 	})
 }
 
+// BenchmarkProvisionFirstExec measures Provision -> first Exec `true`
+// (-> Destroy, for the rows that say so) from a warm pool (Config.Pool of
+// the spec, filled again before each iteration, outside the time), without
+// a pool, and `docker run --rm` doing the same, in one run, interleaved
+// against drift in the load.
+func BenchmarkProvisionFirstExec(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	spec := sandbox.Spec{Image: e.img}
+	pooled, err := New(Config{Owner: e.owner, Pool: PoolConfig{Size: 1, Specs: []sandbox.Spec{spec}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { pooled.Close(context.Background()) })
+	run := func(b *testing.B, p *Provider, tag string, destroy bool) {
+		timedPart(b, func(i int) time.Duration {
+			if err := p.WarmPool(ctx); err != nil {
+				b.Fatal(err)
+			}
+			s := spec
+			s.SessionID = domain.ID(fmt.Sprintf("fe-%s-%v-%d", tag, destroy, i))
+			start := time.Now()
+			sb, err := p.Provision(ctx, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+			d := time.Since(start)
+			if err := sb.Destroy(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if destroy {
+				d = time.Since(start)
+			}
+			return d
+		})
+	}
+	for i := 0; i < 2; i++ {
+		b.Run("pool", func(b *testing.B) { run(b, pooled, "pool", false) })
+		b.Run("pool-destroy", func(b *testing.B) { run(b, pooled, "pool", true) })
+		b.Run("no-pool-destroy", func(b *testing.B) { run(b, e.p, "none", true) })
+		b.Run("docker-run-rm", func(b *testing.B) {
+			timed(b, func(int) {
+				dockerCLI(b, "run", "--rm", "--network", "none", "--label", label.Owner+"="+e.owner, e.img, "true")
+			})
+		})
+	}
+}
+
 func BenchmarkExec(b *testing.B) {
 	e := setup(b)
 	ctx := context.Background()

@@ -101,6 +101,36 @@
 // failure in a row (1 s to 1 min). Commands go through the engine while
 // none runs.
 //
+// # Warm pool
+//
+// With Config.Pool (off by default), the provider keeps, for each spec
+// PoolConfig.Specs names (networking none only), PoolConfig.Size sandboxes
+// made ahead: volumes, keeper and a started container with its agent
+// running, exactly what a Provision of that spec would create but for the
+// session, refilled in the background (one member at a time per spec,
+// within PoolConfig.MaxMembers and MemoryBytes) from the provider's first
+// Provision (or WarmPool). Their names are "stockade-p-" + the owner's
+// hash + "-" + a token (keeper "stockade-pk-…", volumes "…-v0", …), their
+// labels the owner's, Kind=session, Role=pool (pool-keeper) and the token
+// (label.Pool), and no Session label: Owned never lists an unclaimed
+// member. A Provision whose resolved container matches a member's but for
+// the session (the same image, workdir, Env, Hardening; see containerKey)
+// claims one by renaming its container to the session's deterministic
+// name; the engine's rename is atomic, so of a claim and a concurrent
+// Provision of the same session one wins the name and the other adopts
+// it, and only the process that made a member hands it out, once. The
+// name is then the record of whose it is: adoption, Attach, Export, Owned
+// and Reap see a container with pool labels under a session's name as that
+// session's, and reach its keeper and volumes by its token; Reap removes
+// them, and Owned what a cut-short Reap left of them. A member is never
+// handed out again after a session had it: Destroy removes it, and the
+// pool makes a fresh one. Close removes the unclaimed members (a refill
+// racing Close removes what it made). Pausing idle members is not done:
+// an idle member already uses no CPU (a sleep, the agent blocked on its
+// channel), the freezer keeps its memory, and an unpause would add an
+// engine call to every claim (about 18 ms here, more than the claim; see
+// docs/PERFORMANCE.md).
+//
 // # Out of memory
 //
 // The wrapper reads the memory cgroup's oom_kill counter before and after
@@ -207,6 +237,10 @@ type Config struct {
 	// is gone, hangs or breaks its protocol; the contract suite passes
 	// both ways (and with the agent killed by the session between cases).
 	NoAgent bool
+	// Pool keeps sandboxes of the specs it names made and started ahead of
+	// Provision (see PoolConfig and pool.go); the zero value keeps none,
+	// and every Provision creates its sandbox. Close removes the pool.
+	Pool PoolConfig
 }
 
 // engine is the part of *dockerapi.Client the backend uses.
@@ -218,6 +252,7 @@ type engine interface {
 	ContainerWait(ctx context.Context, id, condition string) (dockerapi.WaitResult, error)
 	ContainerRemove(ctx context.Context, id string, opts dockerapi.RemoveOptions) error
 	ContainerInspect(ctx context.Context, id string) (dockerapi.ContainerJSON, error)
+	ContainerRename(ctx context.Context, id, name string) error
 	ContainerList(ctx context.Context, opts dockerapi.ListOptions) ([]dockerapi.ContainerSummary, error)
 	ExecCreate(ctx context.Context, containerID string, cfg dockerapi.ExecConfig) (string, error)
 	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
@@ -257,6 +292,7 @@ type Provider struct {
 	cpus container.CPUs // the engine's, to clamp limits with
 
 	agent agentState // the resident agent (agent.go)
+	warm  *warmPool  // Config.Pool (pool.go); nil: none
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -290,13 +326,16 @@ func New(cfg Config) (*Provider, error) {
 	if err := checkExtraHosts(cfg.GateExtraHosts); err != nil {
 		return nil, err
 	}
+	if err := cfg.Pool.check(); err != nil {
+		return nil, err
+	}
 	out := cfg.GateNetwork
 	if out == "" {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
 		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c,
-		agent: agentState{off: cfg.NoAgent}}, nil
+		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool)}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -344,6 +383,7 @@ type resolved struct {
 	cfg      container.Spec
 	keeper   container.Spec
 	keepName string
+	keepWant map[string]string // labels the keeper must carry
 
 	// The egress gate of a NetLimited session (resolveGate).
 	gated        bool
@@ -487,7 +527,8 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	}
 	perRoot := bound / int64(len(roots))
 	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
-		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID)}
+		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
+		keepWant: p.labels(spec.SessionID)}
 	for _, root := range roots {
 		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot))
 	}
@@ -536,6 +577,7 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	// remove: a concurrent Provision in another process may be using
 	// anything else of the session's.
 	m := &made{session: spec.SessionID, token: container.RandomHex(8)}
+	p.startPool()
 	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
 		c, err := p.eng.ContainerInspect(ctx, name)
 		switch {
@@ -548,7 +590,15 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		case !errors.Is(err, dockerapi.ErrNotFound):
 			return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
 		}
-		b, retry, err := p.create(ctx, r, cfg, m)
+		b, taken := p.claim(ctx, r)
+		if b != nil {
+			log.Info("provisioned from the pool", "phase", "provision", "dur", time.Since(start))
+			return b, nil
+		}
+		retry, err := taken, error(nil)
+		if !taken {
+			b, retry, err = p.create(ctx, r, cfg, m)
+		}
 		if err != nil {
 			if derr := p.discard(ctx, m); derr != nil {
 				log.Warn("cleaning up after a failed create", "err", derr)
@@ -772,7 +822,7 @@ func (p *Provider) keep(ctx context.Context, r *resolved, m *made) error {
 		c, err := p.eng.ContainerInspect(ctx, r.keepName)
 		switch {
 		case err == nil:
-			if !p.ours(c.Config.Labels, r.spec.SessionID) {
+			if !label.Has(c.Config.Labels, r.keepWant) {
 				return fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to use it", r.keepName)
 			}
 			if c.State.Running {
@@ -813,8 +863,11 @@ func (p *Provider) keep(ctx context.Context, r *resolved, m *made) error {
 // adopt checks an existing container and starts it if needed.
 func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.ContainerJSON) (*box, error) {
 	name := strings.TrimPrefix(c.Name, "/")
-	if !p.ours(c.Config.Labels, r.spec.SessionID) {
+	if !p.isSession(c.Config.Labels, c.Name, r.spec.SessionID) {
 		return nil, fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to adopt it", name)
+	}
+	if _, claimed := p.claimedSession(c.Config.Labels, c.Name); claimed {
+		r.memberKeeper(p, c)
 	}
 	if got := c.Config.Labels[label.Spec]; got != r.digest {
 		var diffs []string
@@ -901,7 +954,7 @@ func (p *Provider) find(ctx context.Context, id domain.ID) (dockerapi.ContainerJ
 	if err != nil {
 		return c, fmt.Errorf("docker: inspect %s: %w", name, err)
 	}
-	if !p.ours(c.Config.Labels, id) {
+	if !p.isSession(c.Config.Labels, c.Name, id) {
 		return c, fmt.Errorf("docker: session %s: %s is not this owner's: %w", id, name, sandbox.ErrNotFound)
 	}
 	return c, nil
@@ -960,11 +1013,23 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: list networks: %w", err)
 	}
+	// What a cut-short removal of a claimed pool member left (its keeper,
+	// its volumes) is no session's: it goes here, as the network does.
+	if err := p.removeOrphanMembers(ctx, cs, vs, false); err != nil {
+		return nil, err
+	}
 	labels := make([]map[string]string, 0, len(cs)+len(vs)+len(ns))
 	for _, n := range ns {
 		labels = append(labels, n.Labels)
 	}
 	for _, c := range cs {
+		if len(c.Names) > 0 {
+			// A claimed member is its session's by name.
+			if id, ok := p.claimedSession(c.Labels, c.Names[0]); ok {
+				labels = append(labels, p.labels(id))
+				continue
+			}
+		}
 		labels = append(labels, c.Labels)
 	}
 	for _, v := range vs {
@@ -1008,6 +1073,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	// and volumes after them.
 	names := []string{name, p.keeperName(id), p.gateName(id)}
 	errs := make([]error, len(names))
+	var member string // the token of a claimed pool member's
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Add(1)
@@ -1018,9 +1084,12 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 			case errors.Is(err, dockerapi.ErrNotFound):
 			case err != nil:
 				errs[i] = fmt.Errorf("docker: remove %s: %w", n, err)
-			case !p.ours(c.Config.Labels, id):
+			case !p.ours(c.Config.Labels, id) && !(i == 0 && p.isSession(c.Config.Labels, c.Name, id)):
 				errs[i] = fmt.Errorf("docker: %s is not this owner's; not removing it", n)
 			default:
+				if i == 0 && c.Config.Labels[label.Role] == label.RolePool {
+					member = c.Config.Labels[label.Pool]
+				}
 				p.forgetAgent(c.ID)
 				errs[i] = p.removeContainer(rctx, c.ID)
 			}
@@ -1029,6 +1098,13 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	if member != "" {
+		// Its keeper and volumes keep their member names; cut short, they
+		// are an orphan member's, which Owned removes.
+		if err := p.removeMemberRest(rctx, member, true); err != nil {
+			return err
+		}
 	}
 	// The networks before the volumes: a crash between the two then
 	// leaves volumes, by which Owned still finds the session and Reap
@@ -1051,25 +1127,16 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 		if !p.ours(v.Labels, id) {
 			continue // the engine's filter matched loosely
 		}
-		for {
-			err := p.eng.VolumeRemove(rctx, v.Name, true)
-			if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
-				break
-			}
-			if !errors.Is(err, dockerapi.ErrConflict) {
-				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
-			}
+		err := p.removeVolume(rctx, v.Name, true, func() (bool, error) {
 			// Still in use: the engine is releasing it, or a container
 			// holds it that the removal above did not find: a create a
 			// crashed process had in flight, which the engine lists
 			// before it can remove it, or a concurrent Provision's.
 			late = true
-			if err := p.removeListed(rctx, id); err != nil {
-				return err
-			}
-			if err := sleep(rctx, 100*time.Millisecond, false); err != nil {
-				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
-			}
+			return true, p.removeListed(rctx, id)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if late {
@@ -1083,6 +1150,28 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 	p.revokers.Forget(id)
 	p.log.Debug("removed", "container", name, "session", string(id), "phase", "remove", "dur", time.Since(start))
 	return nil
+}
+
+// removeVolume removes volume name (force: even if the engine counts it in
+// use). While the engine answers that it is in use, inUse says whether to
+// ask again (after 100 ms); a volume that is gone counts as removed.
+func (p *Provider) removeVolume(ctx context.Context, name string, force bool, inUse func() (again bool, err error)) error {
+	for {
+		err := p.eng.VolumeRemove(ctx, name, force)
+		if err == nil || errors.Is(err, dockerapi.ErrNotFound) {
+			return nil
+		}
+		if !errors.Is(err, dockerapi.ErrConflict) {
+			return fmt.Errorf("docker: remove volume %s: %w", name, err)
+		}
+		again, err := inUse()
+		if err != nil || !again {
+			return err
+		}
+		if err := sleep(ctx, 100*time.Millisecond, false); err != nil {
+			return fmt.Errorf("docker: remove volume %s: %w", name, err)
+		}
+	}
 }
 
 // sessionContainers lists the owner's session containers (sandboxes,

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync/atomic"
 	"testing"
@@ -89,11 +90,36 @@ func isPodman(t testing.TB, c *dockerapi.Client) bool {
 
 // TestContract runs the contract suite with the resident agent (the
 // default).
-func TestContract(t *testing.T) { contract(t, false, nil) }
+func TestContract(t *testing.T) { contract(t, false, false, nil) }
 
 // TestContractNoAgent runs it with every command through engine execs, the
 // path the agent falls back to.
-func TestContractNoAgent(t *testing.T) { contract(t, true, nil) }
+func TestContractNoAgent(t *testing.T) { contract(t, true, false, nil) }
+
+// TestContractPool runs it with a warm pool of the suite's specs
+// (sandboxtest.Specs: its main sandbox, the plain spec, the hardened, fork
+// bomb and memory balloon cases') on both of the suite's providers, each
+// Provision of the main provider waiting until its pool is full: every
+// sandbox of those specs, the hostile cases' among them, is a claimed
+// member. The pool is
+// closed before the suite checks that nothing is left.
+func TestContractPool(t *testing.T) {
+	p := contract(t, false, true, nil)
+	t.Logf("%d Provisions served by the pool", p.PoolClaims())
+	if n := p.PoolClaims(); n < 10 {
+		t.Errorf("PoolClaims() = %d after the suite; want every Provision of a pooled spec served by the pool", n)
+	}
+}
+
+// warmFirst is a provider whose Provision waits for its pool to be full.
+type warmFirst struct{ *Provider }
+
+func (w warmFirst) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if err := w.WarmPool(ctx); err != nil {
+		return nil, err
+	}
+	return w.Provider.Provision(ctx, spec)
+}
 
 // TestContractAgentKilled runs the contract suite with the main sandbox's
 // agent killed by the session before every case: each case starts on the
@@ -102,18 +128,22 @@ func TestContractNoAgent(t *testing.T) { contract(t, true, nil) }
 // writes take different paths); it holds on each path, in the two runs
 // above.
 func TestContractAgentKilled(t *testing.T) {
-	contract(t, false, func(t *testing.T, p *Provider, sb sandbox.Sandbox) { killAgent(t, p, sb, "KILL") })
+	contract(t, false, false, func(t *testing.T, p *Provider, sb sandbox.Sandbox) { killAgent(t, p, sb, "KILL") })
 }
 
 // contract runs the suite on a gated provider, without its agent when
-// noAgent; disrupt, when set, runs before every case.
-func contract(t *testing.T, noAgent bool, disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)) {
+// noAgent, with a warm pool when pool; disrupt, when set, runs before
+// every case. It returns the suite's main provider.
+func contract(t *testing.T, noAgent, pool bool, disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)) *Provider {
 	c := enginetest.Client(t)
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
 	u := enginetest.StartUpstream(t, c, owner)
 	cfg := gateConfig(u, owner)
 	cfg.NoAgent = noAgent
+	if pool {
+		cfg.Pool = PoolConfig{Size: 1, Specs: sandboxtest.Specs(img)}
+	}
 	p, counter := newGateProvider(t, cfg)
 	other, _ := newGateProvider(t, cfg)
 	h := sandboxtest.Harness{
@@ -145,9 +175,14 @@ func contract(t *testing.T, noAgent bool, disrupt func(t *testing.T, p *Provider
 		RoundTrips: counter.n.Load,
 		Leftovers:  leftovers(c, owner),
 	}
+	if pool {
+		h.Provider = warmFirst{p}
+		h.Close = func(ctx context.Context) error { return errors.Join(p.Close(ctx), other.Close(ctx)) }
+	}
 	if disrupt != nil {
 		h.Disrupt = func(t *testing.T, sb sandbox.Sandbox) { disrupt(t, p, sb) }
 		h.RoundTrips = nil
 	}
 	sandboxtest.Run(t, h)
+	return p
 }

@@ -31,23 +31,31 @@ func newFixture(t *testing.T) *fixture {
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
 	p, calls := newProvider(t, owner)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		ids, err := p.Owned(ctx)
-		if err != nil {
-			t.Errorf("Owned() = %v", err)
-		}
-		for _, id := range ids {
-			if err := p.Reap(ctx, id); err != nil {
-				t.Errorf("Reap(%s) = %v", id, err)
-			}
-		}
-		if left, err := leftovers(c, owner)(ctx); err != nil || len(left) > 0 {
-			t.Errorf("after the test, leftovers = %q, %v; want nothing", left, err)
-		}
-	})
+	t.Cleanup(func() { reapAll(t, p, c) })
 	return &fixture{p: p, c: c, img: img, calls: calls}
+}
+
+// reapAll reaps every session Owned lists, closes p's pool, and fails t
+// if anything of p's owner is left.
+func reapAll(t *testing.T, p *Provider, c *dockerapi.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ids, err := p.Owned(ctx)
+	if err != nil {
+		t.Errorf("Owned() = %v", err)
+	}
+	for _, id := range ids {
+		if err := p.Reap(ctx, id); err != nil {
+			t.Errorf("Reap(%s) = %v", id, err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if left, err := leftovers(c, p.owner)(ctx); err != nil || len(left) > 0 {
+		t.Errorf("after the test, leftovers = %q, %v; want nothing", left, err)
+	}
 }
 
 func (s *fixture) provision(t *testing.T, spec sandbox.Spec) sandbox.Sandbox {

@@ -197,6 +197,13 @@ func (c *Client) ContainerStop(ctx context.Context, id string, timeout time.Dura
 	return c.call(ctx, request{method: http.MethodPost, path: "/containers/" + pathEscape(id) + "/stop", query: url.Values{"t": {strconv.Itoa(secs)}}, ok: []int{http.StatusNoContent, http.StatusNotModified}}, nil, nil)
 }
 
+// ContainerRename gives container id the name name. The engine does it
+// atomically: a name already taken matches ErrConflict (and nothing
+// changes), a missing container ErrNotFound.
+func (c *Client) ContainerRename(ctx context.Context, id, name string) error {
+	return c.call(ctx, request{method: http.MethodPost, path: "/containers/" + pathEscape(id) + "/rename", query: url.Values{"name": {name}}}, nil, nil)
+}
+
 // RemoveOptions are the options of ContainerRemove.
 type RemoveOptions struct {
 	Force   bool // kill a running container first

@@ -58,6 +58,7 @@ func TestEngine(t *testing.T) {
 		{"Pull", f.pull},
 		{"Hardened", f.hardened},
 		{"Lifecycle", f.lifecycle},
+		{"Rename", f.rename},
 		{"WaitConditions", f.waitConditions},
 		{"OOM", f.oom},
 		{"Exec", f.exec},
@@ -440,6 +441,34 @@ func (f *fixture) volume(t *testing.T, ctx context.Context, owner string) string
 		}
 	})
 	return v.Name
+}
+
+// rename: ContainerRename gives a container a free name; a taken name is
+// ErrConflict and changes nothing; a missing container is ErrNotFound.
+func (f *fixture) rename(t *testing.T) {
+	ctx := testContext(t)
+	owner := enginetest.Owner(t)
+	cfg := locked(owner, "true")
+	cfg.Labels = labels(owner)
+	a := f.create(t, ctx, cfg)
+	b := f.create(t, ctx, cfg)
+	jb, err := f.c.ContainerInspect(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.ContainerRename(ctx, a, strings.TrimPrefix(jb.Name, "/")); !errors.Is(err, dockerapi.ErrConflict) {
+		t.Errorf("ContainerRename to a taken name = %v; want ErrConflict", err)
+	}
+	want := "stockade-test-renamed-" + randomHex(t)
+	if err := f.c.ContainerRename(ctx, a, want); err != nil {
+		t.Fatalf("ContainerRename = %v", err)
+	}
+	if j, err := f.c.ContainerInspect(ctx, want); err != nil || j.ID != a {
+		t.Errorf("inspect of the new name = %s, %v; want %s", j.ID, err, a)
+	}
+	if err := f.c.ContainerRename(ctx, "stockade-test-missing-"+randomHex(t), "stockade-test-x-"+randomHex(t)); !isNotFound(err) {
+		t.Errorf("ContainerRename of a missing container = %v; want ErrNotFound", err)
+	}
 }
 
 func (f *fixture) lifecycle(t *testing.T) {

@@ -79,6 +79,39 @@ type Harness struct {
 	// the session, so the cases run while the backend finds it gone and
 	// falls back (and launches another).
 	Disrupt func(t *testing.T, sb sandbox.Sandbox)
+	// Close, when set, runs after the suite's sessions are reaped and
+	// before Leftovers is checked: it removes what the provider keeps
+	// that is no session's (a warm pool), which must leave nothing.
+	Close func(ctx context.Context) error
+}
+
+// The hardenings of the cases that provision their own sandbox.
+var (
+	bombHardening = sandbox.Hardening{PidsLimit: 64, ReadOnlyRootfs: true}
+	oomHardening  = sandbox.Hardening{MemoryBytes: 32 << 20, ReadOnlyRootfs: true}
+)
+
+func customHardening() sandbox.Hardening {
+	uid := int64(4242)
+	return sandbox.Hardening{RunAsUser: &uid, PidsLimit: 100, MemoryBytes: 128 << 20, CPUMillis: 1 << 40, ReadOnlyRootfs: true}
+}
+
+// mainEnv is the environment of the suite's main sandbox.
+func mainEnv() map[string]string { return map[string]string{"GREETING": "hello world", "EMPTY": ""} }
+
+// Specs returns the specs, but for their session IDs, of the sandboxes the
+// suite provisions with networking none, for image: its main sandbox, the
+// plain spec most cases use, and the hardened, fork-bomb and memory cases'.
+// A backend that keeps sandboxes warm pools them, so those cases run on
+// sandboxes from its pool.
+func Specs(image string) []sandbox.Spec {
+	return []sandbox.Spec{
+		{Image: image, Env: mainEnv()},
+		{Image: image},
+		{Image: image, Hardening: customHardening()},
+		{Image: image, Hardening: bombHardening},
+		{Image: image, Hardening: oomHardening},
+	}
 }
 
 // run is the state one Run shares among its subtests.
@@ -100,7 +133,7 @@ func Run(t *testing.T, h Harness) {
 	t.Cleanup(func() { r.cleanup(t) })
 
 	ctx, cancel := r.ctx()
-	r.spec = sandbox.Spec{SessionID: r.id("main"), Image: h.Image, Env: map[string]string{"GREETING": "hello world", "EMPTY": ""}}
+	r.spec = sandbox.Spec{SessionID: r.id("main"), Image: h.Image, Env: mainEnv()}
 	t.Setenv("STOCKADE_SUITE_HOST_SECRET", "leaked") // must never reach a sandbox
 	sb, err := h.Provider.Provision(ctx, r.spec)
 	cancel()
@@ -117,6 +150,7 @@ func Run(t *testing.T, h Harness) {
 		{"Provision/ConcurrentConverge", testConcurrent},
 		{"Provision/SpecMismatch", testSpecMismatch},
 		{"Provision/RefusesBadSpec", testBadSpec},
+		{"Provision/FreshAfterReuse", testFresh},
 		{"Gate", testGate},
 		{"Provision/ForeignNameRefused", testForeignName},
 		{"Provision/StartsStopped", testStopped},
@@ -171,6 +205,11 @@ func (r *run) cleanup(t *testing.T) {
 			if err := r.h.Provider.Reap(ctx, id); err != nil {
 				t.Errorf("Reap(%s) = %v", id, err)
 			}
+		}
+	}
+	if r.h.Close != nil {
+		if err := r.h.Close(ctx); err != nil {
+			t.Errorf("Close() = %v", err)
 		}
 	}
 	if r.h.Leftovers != nil {
@@ -311,6 +350,47 @@ func testSpecMismatch(t *testing.T, r *run) {
 	same.Networking = domain.Networking{Type: domain.NetNone}
 	if sb, err := r.h.Provider.Provision(ctx, same); err != nil || sb.ID() != r.main.ID() {
 		t.Errorf("Provision with explicit defaults = %v; want the existing sandbox", err)
+	}
+}
+
+// testFresh: a sandbox provisioned after another was destroyed, under the
+// same session ID and spec, carries nothing of it: no file in any
+// writable place, no process, not the same sandbox. (A backend that keeps
+// sandboxes warm must never hand one out twice.)
+func testFresh(t *testing.T, r *run) {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	spec := sandbox.Spec{SessionID: r.id("fresh"), Image: r.h.Image}
+	first, err := r.h.Provider.Provision(ctx, spec)
+	if err != nil {
+		t.Fatalf("Provision = %v", err)
+	}
+	// A file in every writable place, and a process that outlives its
+	// command.
+	places := strings.Join(sandbox.WritablePaths(sandbox.DefaultWorkdir), " ")
+	sh(t, first, "for d in "+places+"; do echo previous > $d/.stockade-previous; done; "+
+		"setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo started")
+	left := func(sb sandbox.Sandbox) string {
+		return sh(t, sb, "for d in "+places+"; do ls -A $d | grep -x .stockade-previous; done; "+
+			"ps -o pid,args | grep 'sleep 3600' | grep -v grep; true")
+	}
+	// The check below can see them.
+	if got := left(first); strings.Count(got, ".stockade-previous") != len(sandbox.WritablePaths(sandbox.DefaultWorkdir)) || !strings.Contains(got, "sleep 3600") {
+		t.Fatalf("the first sandbox shows %q; want its markers and its sleep", got)
+	}
+	if err := first.Destroy(ctx); err != nil {
+		t.Fatalf("Destroy = %v", err)
+	}
+	second, err := r.h.Provider.Provision(ctx, spec)
+	if err != nil {
+		t.Fatalf("second Provision = %v", err)
+	}
+	defer second.Destroy(ctx)
+	if second.ID() == first.ID() {
+		t.Errorf("the second Provision returned the destroyed sandbox %s", first.ID())
+	}
+	if got := left(second); strings.TrimSpace(got) != "" {
+		t.Errorf("a fresh sandbox holds what the destroyed one left:\n%s", got)
 	}
 }
 
@@ -468,10 +548,7 @@ func testHardening(t *testing.T, r *run) {
 		t.Errorf("cgroup limits:\n%s\nwant pids %d and memory %d", lim, sandbox.DefaultPidsLimit, 1<<30)
 	}
 	// A custom hardening is applied too.
-	uid := int64(4242)
-	sb := r.provision(t, "hardened", func(s *sandbox.Spec) {
-		s.Hardening = sandbox.Hardening{RunAsUser: &uid, PidsLimit: 100, MemoryBytes: 128 << 20, CPUMillis: 1 << 40, ReadOnlyRootfs: true}
-	})
+	sb := r.provision(t, "hardened", func(s *sandbox.Spec) { s.Hardening = customHardening() })
 	out = sh(t, sb, "id -u; cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max 2>/dev/null; cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null; echo ok > /workspace/f; stat -c %u /workspace/f")
 	for _, want := range []string{"4242\n", "100\n", strconv.Itoa(128<<20) + "\n", "4242\n"} {
 		if !strings.Contains(out, want) {
@@ -671,9 +748,7 @@ func testFlood(t *testing.T, r *run) {
 }
 
 func testForkBomb(t *testing.T, r *run) {
-	bomb := r.provision(t, "bomb", func(s *sandbox.Spec) {
-		s.Hardening = sandbox.Hardening{PidsLimit: 64, ReadOnlyRootfs: true}
-	})
+	bomb := r.provision(t, "bomb", func(s *sandbox.Spec) { s.Hardening = bombHardening })
 	ctx, cancel := r.ctx()
 	defer cancel()
 	done := make(chan sandbox.ExecResult, 1)
@@ -709,9 +784,7 @@ func testForkBomb(t *testing.T, r *run) {
 }
 
 func testOOM(t *testing.T, r *run) {
-	sb := r.provision(t, "oom", func(s *sandbox.Spec) {
-		s.Hardening = sandbox.Hardening{MemoryBytes: 32 << 20, ReadOnlyRootfs: true}
-	})
+	sb := r.provision(t, "oom", func(s *sandbox.Spec) { s.Hardening = oomHardening })
 	ctx, cancel := r.ctx()
 	defer cancel()
 	res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "dd if=/dev/zero of=/dev/null bs=256M count=1", Timeout: time.Minute})
