@@ -42,6 +42,12 @@ const (
 	// sandbox, keeper and volumes: RoleGate for the egress gate's container
 	// and network.
 	Role = "io.stockade.role"
+	// GateUID is the annotation of a gated (NetLimited) session pod of
+	// sandbox/kubernetes: the uid its egress gate container runs as, in
+	// decimal. The node's CNI plugin (cmd/stockade-kubenode,
+	// stockade-isolate) keeps that pod's interface and lets only that
+	// uid's packets leave the pod; a pod without it gets loopback only.
+	GateUID = "net.stockade.dev/gate-uid"
 )
 
 // Kinds.
