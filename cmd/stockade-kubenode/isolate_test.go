@@ -184,4 +184,3 @@ func TestLoadRules(t *testing.T) {
 		t.Errorf("ip6tables OUTPUT: %v %q", err, out)
 	}
 }
-
