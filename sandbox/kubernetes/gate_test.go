@@ -106,7 +106,7 @@ func (u *upstream) harness() *sandboxtest.GateHarness {
 // nopMinter mints a fixed token and records nothing.
 type nopMinter struct{}
 
-func (nopMinter) Generate() string                                { return "token" }
+func (nopMinter) Generate() string                                 { return "token" }
 func (nopMinter) Persist(context.Context, domain.ID, string) error { return nil }
 
 func TestGatedPodSpec(t *testing.T) {
@@ -190,8 +190,10 @@ func TestGatedPodSpec(t *testing.T) {
 	for name, change := range map[string]func(*sandbox.Spec){
 		"hosts":        func(s *sandbox.Spec) { s.Networking.AllowedHosts = []string{"example.com"} },
 		"controlplane": func(s *sandbox.Spec) { s.Gate = &sandbox.GateSpec{} },
-		"gate image":   func(s *sandbox.Spec) { s.Gate = &sandbox.GateSpec{Image: "other", ControlplaneURL: "https://cp.example:443"} },
-		"ungated":      func(s *sandbox.Spec) { s.Networking, s.Gate = domain.Networking{}, nil },
+		"gate image": func(s *sandbox.Spec) {
+			s.Gate = &sandbox.GateSpec{Image: "other", ControlplaneURL: "https://cp.example:443"}
+		},
+		"ungated": func(s *sandbox.Spec) { s.Networking, s.Gate = domain.Networking{}, nil },
 	} {
 		s := spec
 		change(&s)
