@@ -2,8 +2,15 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -59,7 +66,7 @@ func startUpstream(t *testing.T) *upstream {
 		t.Fatalf("bridge %s has no IPv4 address", testBridge)
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "path=%s\n", r.URL.Path) })
-	serve := func(tls bool) int {
+	serve := func(useTLS bool) int {
 		l, err := net.Listen("tcp", netip.AddrPortFrom(u.ip, 0).String())
 		if err != nil {
 			t.Fatal(err)
@@ -67,8 +74,9 @@ func startUpstream(t *testing.T) *upstream {
 		s := httptest.NewUnstartedServer(h)
 		s.Listener.Close()
 		s.Listener = l
-		if tls {
-			s.StartTLS() // httptest's certificate: the sandbox's ssl_client checks none
+		if useTLS {
+			s.TLS = rsaTLS(t) // the sandbox's ssl_client checks no certificate
+			s.StartTLS()
 		} else {
 			s.Start()
 		}
@@ -77,6 +85,23 @@ func startUpstream(t *testing.T) *upstream {
 	}
 	u.httpPort, u.tlsP = serve(false), serve(true)
 	return u
+}
+
+// rsaTLS is a server configuration with a self-signed RSA certificate:
+// busybox's ssl_client, the sandbox's TLS client, has no ECDSA (httptest's
+// own certificate).
+func rsaTLS(t *testing.T) *tls.Config {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream"}, DNSNames: []string{"allowed.test", "sub.allowed.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 }
 
 // testGateConfig is the provider configuration the gate cases use: the
@@ -303,7 +328,7 @@ func TestGateHeals(t *testing.T) {
 	b := p.box(pod, spec.SessionID)
 	// kill -1 as the gate's uid: every process of that uid but the
 	// caller, which is the gate alone.
-	if err := b.stream(ctx, gateContainer, []string{"/bin/sh", "-c", "kill -KILL -1"}, nil, nil, nil); err != nil {
+	if err := b.stream(ctx, gateContainer, []string{"/bin/sh", "-c", "kill -KILL -1"}, nil, io.Discard, io.Discard); err != nil {
 		t.Logf("kill: %v", err)
 	}
 	if recs, err := p.EgressLog(ctx, spec.SessionID); err != nil {
