@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"slices"
@@ -71,16 +70,12 @@ func startUpstream(t *testing.T) *upstream {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := httptest.NewUnstartedServer(h)
-		s.Listener.Close()
-		s.Listener = l
 		if useTLS {
-			s.TLS = rsaTLS(t) // the sandbox's ssl_client checks no certificate
-			s.StartTLS()
-		} else {
-			s.Start()
+			l = tls.NewListener(l, rsaTLS(t)) // the sandbox's ssl_client checks no certificate
 		}
-		t.Cleanup(s.Close)
+		s := &http.Server{Handler: h}
+		go s.Serve(l)
+		t.Cleanup(func() { s.Close() })
 		return l.Addr().(*net.TCPAddr).Port
 	}
 	u.httpPort, u.tlsP = serve(false), serve(true)
@@ -335,6 +330,22 @@ func TestGateHeals(t *testing.T) {
 		t.Logf("EgressLog right after the kill: %v (ErrGateDown: %v)", err, errors.Is(err, ErrGateDown))
 	} else {
 		t.Logf("EgressLog right after the kill: %d records (the kubelet was quicker)", len(recs))
+	}
+	// Until the kubelet notices the death, the gate's status still says
+	// running, and requests fail closed (nothing listens on the gate's
+	// port); once it shows, Exec waits for the restart.
+	for i := 0; ; i++ {
+		pod, err := p.find(ctx, spec.SessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up, _, n := gateState(pod); !up || n > before {
+			break
+		}
+		if i > 600 {
+			t.Fatal("the kubelet never noticed the gate's death")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	res, err = sb.Exec(ctx, sandbox.ExecRequest{Command: get, Timeout: time.Minute})
 	if err != nil || res.ExitCode != 0 || !strings.Contains(res.Stdout, "path=/heal") {
