@@ -57,15 +57,31 @@
 //
 // # Network
 //
-// NetNone is the only mode this backend gives: a pod with no interface but
-// loopback. The API has no such pod (hostNetwork false always gets a CNI
+// NetNone is a pod with no interface but loopback. The API has no such pod (hostNetwork false always gets a CNI
 // interface, and NetworkPolicy, which the node's bridge CNI does not
 // enforce anyway, filters rather than removes), so the node provides it:
 // scripts/kube-up chains the stockade-isolate CNI plugin after bridge, and
 // it deletes the pod's interface for every pod of the sandbox namespace.
 // start.sh checks it; the contract suite's Networking/None case proves it.
-// NetUnrestricted and NetLimited are refused with
-// sandbox.ErrNetworkingUnsupported.
+//
+// NetLimited (with a GateSpec) adds a third container, "gate", running
+// the egress gate (Config.GateImage or GateSpec.Image, never pulled) as
+// Config.GateUID, which no sandbox may run as, listening on GateListen
+// (the pod's loopback) where the sandbox's proxy variables point, with its
+// control socket in an emptyDir only it mounts. The pod carries the
+// annotation label.GateUID; for it the node's stockade-isolate keeps the
+// interface and loads rules into the pod's network namespace under which
+// only that uid's packets leave (everything else is rejected at once), so
+// the sandbox reaches the outside through the gate alone; start.sh checks
+// that a direct connect to the pod's gateway is refused. The gate is
+// Started once `stockade-gate ready` answers (a startup probe); Provision
+// waits for it, a gate of a new pod that crashes fails Provision with
+// ErrGateDown, and an Exec waits (GateHealBudget) for the kubelet to
+// restart a gate that died. A TokenMinter's token is generated per create
+// and the pod is created with a scheduling gate, lifted only after the
+// winning Provision persisted the token. EgressLog reads the gate's record
+// through pods/exec. NetUnrestricted is refused with
+// sandbox.ErrNetworkingUnsupported. See docs/SECURITY.md.
 //
 // # Commands
 //
