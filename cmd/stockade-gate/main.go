@@ -3,7 +3,8 @@
 // internal/gate has the logic, the threat model and the protocol). The
 // backend runs it as the main process of the session's gate container:
 //
-//	stockade-gate          serve proxy requests on :3128 (configuration from the environment)
+//	stockade-gate          serve proxy requests on :3128 (configuration from the environment;
+//	                       STOCKADE_GATE_LISTEN and STOCKADE_GATE_CONTROL move the proxy and the control socket)
 //	stockade-gate ready    exit 0 when the gate in this container serves
 //	stockade-gate log      print the egress record (JSON) of the gate in this container
 //
@@ -14,6 +15,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/stockade/stockade/internal/gate"
@@ -41,7 +44,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return 0
 	case len(args) == 1 && (args[0] == gate.CmdReady || args[0] == gate.CmdLog):
-		if err := gate.Ask(ctx, gate.ControlSocket, args[0], stdout); err != nil {
+		st := gate.Settings{Control: getenv(gate.EnvControl)}
+		if err := gate.Ask(ctx, st.ControlOr(), args[0], stdout); err != nil {
 			fmt.Fprintln(stderr, "stockade-gate:", err)
 			return 1
 		}
@@ -70,13 +74,20 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	defer stopTelemetry()
 	s := gate.New(cfg)
-	pl, err := net.Listen("tcp", gate.ListenAddr)
+	pl, err := net.Listen("tcp", st.ListenOr())
 	if err != nil {
 		return err
 	}
 	// The control socket opens after the proxy listens: "ready" then means
 	// the proxy takes connections.
-	cl, err := net.Listen("unix", gate.ControlSocket)
+	if c := st.ControlOr(); !strings.HasPrefix(c, "@") {
+		// A path socket outlives a gate that died: the restarted gate
+		// takes its place (only the gate's own directory holds it).
+		if err := os.Remove(c); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	cl, err := net.Listen("unix", st.ControlOr())
 	if err != nil {
 		return err
 	}

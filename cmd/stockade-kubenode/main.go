@@ -17,7 +17,15 @@
 //     in namespaces starting with one of its config's namespacePrefixes, it
 //     deletes the interface bridge made in the pod's network namespace, so
 //     the pod has loopback only; it passes bridge's result on (containerd
-//     wants a pod IP; it is a bookkeeping address nothing can reach).
+//     wants a pod IP; it is a bookkeeping address nothing can reach). A
+//     pod carrying the annotation net.stockade.dev/gate-uid (label.GateUID;
+//     a gated NetLimited session of sandbox/kubernetes) keeps its
+//     interface instead, and gets iptables and ip6tables rules in its
+//     network namespace under which only that uid's packets leave it (see
+//     gateRules). The plugin's conflist entry must declare the capability
+//     io.kubernetes.cri.pod-annotations, through which containerd's CRI
+//     passes the annotations; without it, or with a malformed uid, ADD
+//     fails and the pod does not start.
 //
 // Run as stockade-kubenode, it takes a subcommand: "pause-image FILE TAG"
 // writes a docker-archive of an image holding only this binary as /pause,

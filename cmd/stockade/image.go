@@ -29,7 +29,7 @@ func init() {
 	register(&command{
 		name:    "image",
 		summary: "build the offline Go toolchain image, list Stockade's images",
-		usage: `usage: stockade image build [-goroot DIR | -go RELEASE] [-cgo=false] [-data-dir DIR] [-busybox PATH | -no-busybox] [-ca-bundle PATH | -no-ca-bundle] [-base] [-tag NAME:TAG] [-json] [-v]
+		usage: `usage: stockade image build [-goroot DIR | -go RELEASE] [-cgo=false] [-data-dir DIR] [-busybox PATH | -no-busybox] [-ca-bundle PATH | -no-ca-bundle] [-base | -gate] [-tag NAME:TAG] [-json] [-v]
        stockade image list [-json]
 
 Build makes a Go toolchain image from what this machine has, without a
@@ -62,6 +62,11 @@ refer to the image by that ID. Build prints it, tags the image
 stockade/go:<version>-local (stockade/base:local with -base), and does not
 upload anything when the engine already has the image.
 
+-gate builds the egress gate's image instead (cmd/stockade-gate compiled
+with the host's go command over the base layer, tagged stockade/gate:local),
+as the Docker backend does on first use; with -o it is the archive
+scripts/kube-up imports into the Kubernetes node.
+
 List shows the images Stockade built, with their Go version, whether they
 carry the C toolchain, and the digest of the inputs they were built from.
 
@@ -75,6 +80,7 @@ Examples:
 	stockade image build -go 1.27.3
 	stockade image build -cgo=false
 	stockade image build -base
+	stockade image build -gate -o gate.tar
 	stockade image list`,
 		flags: imageFlags,
 	})
@@ -87,6 +93,7 @@ type imageOpts struct {
 	cgo                  bool
 	caBundle             string
 	noBusybox, base      bool
+	gate                 bool // -gate: the egress gate's image
 	noCABundle           bool
 	json, verbose        bool
 	out                  string // -o: write the archive here instead of loading
@@ -103,6 +110,7 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 	fs.StringVar(&o.caBundle, "ca-bundle", "", "PEM CA certificates `PATH` (default: "+image.DefaultCABundle+" when it exists)")
 	fs.BoolVar(&o.noCABundle, "no-ca-bundle", false, "leave the CA certificates out: TLS from the image fails to verify")
 	fs.BoolVar(&o.base, "base", false, "build the base image only: busybox, /etc, /tmp, no Go")
+	fs.BoolVar(&o.gate, "gate", false, "build the egress gate's image (cmd/stockade-gate over the base layer) instead of a toolchain image")
 	fs.StringVar(&o.tag, "tag", "", "tag the image `NAME:TAG` (default: stockade/go:<version>-local)")
 	fs.StringVar(&o.out, "o", "", "write the image as a docker-archive to `FILE` instead of loading it into the engine (for `ctr images import`)")
 	fs.BoolVar(&o.json, "json", false, "print the result as JSON")
@@ -162,6 +170,12 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	if o.base && o.goroot != "" {
 		return usagef("image", "stockade image build: -goroot and -base exclude each other")
 	}
+	if o.gate && (o.base || o.goroot != "" || o.goRelease != "") {
+		return usagef("image", "stockade image build: -gate excludes -base, -goroot and -go")
+	}
+	if o.gate {
+		o.cgo = false // the gate image has no Go
+	}
 	if o.goRelease != "" && (o.base || o.goroot != "") {
 		return usagef("image", "stockade image build: -go excludes -goroot and -base")
 	}
@@ -195,9 +209,9 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	start := time.Now()
 	var r image.Result
 	if o.out != "" {
-		r, err = imageWriteArchive(ctx, opts, o.out)
+		r, err = imageWriteArchive(ctx, opts, o.out, o.gate)
 	} else {
-		r, err = imageBuildLoad(ctx, opts)
+		r, err = imageBuildLoad(ctx, opts, o.gate)
 	}
 	if err != nil {
 		return err
@@ -250,22 +264,29 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 }
 
 // imageBuildLoad builds the image into the engine DOCKER_HOST names.
-func imageBuildLoad(ctx context.Context, opts image.Options) (image.Result, error) {
+func imageBuildLoad(ctx context.Context, opts image.Options, gate bool) (image.Result, error) {
 	c, err := dockerapi.New("")
 	if err != nil {
 		return image.Result{}, err
 	}
 	defer c.Close()
+	if gate {
+		return image.BuildGate(ctx, c, opts)
+	}
 	return image.Build(ctx, c, opts)
 }
 
 // imageWriteArchive writes the image to the file name, atomically: a
 // failed build leaves no partial archive behind.
-func imageWriteArchive(ctx context.Context, opts image.Options, name string) (image.Result, error) {
+func imageWriteArchive(ctx context.Context, opts image.Options, name string, gate bool) (image.Result, error) {
 	var r image.Result
 	err := writeAtomic(name, func(w io.Writer) error {
 		var err error
-		r, err = image.WriteArchive(ctx, opts, w)
+		if gate {
+			r, err = image.WriteGateArchive(ctx, opts, w)
+		} else {
+			r, err = image.WriteArchive(ctx, opts, w)
+		}
 		return err
 	})
 	return r, err

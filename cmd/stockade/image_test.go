@@ -59,6 +59,7 @@ func TestImageUsage(t *testing.T) {
 		{[]string{"image", "frob"}, exitUnsupported, "unknown subcommand"},
 		{[]string{"image", "list", "-goroot", "/x"}, exitUnsupported, "build only"},
 		{[]string{"image", "build", "-base", "-goroot", "/x"}, exitUnsupported, "exclude"},
+		{[]string{"image", "build", "-gate", "-base"}, exitUnsupported, "-gate excludes"},
 		{[]string{"image", "build", "-no-busybox", "-busybox", "/x"}, exitUnsupported, "exclude"},
 		{[]string{"image", "build", "-no-ca-bundle", "-ca-bundle", "/x"}, exitUnsupported, "exclude"},
 		{[]string{"image", "list", "-no-ca-bundle"}, exitUnsupported, "build only"},

@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -123,10 +122,7 @@ type NetworkLister interface {
 // ProxyEnv is what a gated container's environment gets: both spellings
 // of the proxy variables (curl reads only the lower-case http_proxy; the
 // go command reads either), pointing at the gate's Alias.
-func ProxyEnv() map[string]string {
-	u := "http://" + Alias + ":" + strconv.Itoa(gate.Port)
-	return map[string]string{"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u}
-}
+func ProxyEnv() map[string]string { return ProxyEnvAt(proxyHostPort) }
 
 // FreeSubnet returns a subnet of bits of pool that no network of the
 // engine overlaps, starting at the slot the hash of seed names (so

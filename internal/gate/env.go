@@ -16,6 +16,8 @@ const (
 	EnvControlplane = "STOCKADE_GATE_CONTROLPLANE"  // the control plane URL; "" for none
 	EnvOTel         = "STOCKADE_GATE_OTEL"          // OTLP/HTTP endpoint; "" for none
 	EnvOTelInsecure = "STOCKADE_GATE_OTEL_INSECURE" // "1": plain HTTP to the endpoint
+	EnvListen       = "STOCKADE_GATE_LISTEN"        // proxy address; "" for ListenAddr
+	EnvControl      = "STOCKADE_GATE_CONTROL"       // control socket; "" for ControlSocket
 )
 
 // Settings is what the gate's environment says.
@@ -26,6 +28,32 @@ type Settings struct {
 	Controlplane string
 	OTel         string
 	OTelInsecure bool
+	// Listen is the proxy's TCP address; "" means ListenAddr (every
+	// interface). A gate sharing its network namespace with the sandbox
+	// (sandbox/kubernetes) listens on loopback only.
+	Listen string
+	// Control is the control socket's address: a path, or "@name" for an
+	// abstract socket; "" means ControlSocket. A gate sharing its network
+	// namespace with the sandbox uses a path in a directory only the gate
+	// container mounts: an abstract socket is reachable from the whole
+	// network namespace.
+	Control string
+}
+
+// ListenOr returns s.Listen, or ListenAddr when it is empty.
+func (s Settings) ListenOr() string {
+	if s.Listen == "" {
+		return ListenAddr
+	}
+	return s.Listen
+}
+
+// ControlOr returns s.Control, or ControlSocket when it is empty.
+func (s Settings) ControlOr() string {
+	if s.Control == "" {
+		return ControlSocket
+	}
+	return s.Control
 }
 
 // Env returns the environment that gives a gate s (see Settings).
@@ -48,6 +76,12 @@ func (s Settings) Env() map[string]string {
 	if s.OTelInsecure {
 		env[EnvOTelInsecure] = "1"
 	}
+	if s.Listen != "" {
+		env[EnvListen] = s.Listen
+	}
+	if s.Control != "" {
+		env[EnvControl] = s.Control
+	}
 	return env
 }
 
@@ -60,6 +94,13 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		Controlplane: getenv(EnvControlplane),
 		OTel:         getenv(EnvOTel),
 		OTelInsecure: getenv(EnvOTelInsecure) == "1",
+		Listen:       getenv(EnvListen),
+		Control:      getenv(EnvControl),
+	}
+	if s.Listen != "" {
+		if _, err := netip.ParseAddrPort(s.Listen); err != nil {
+			return s, fmt.Errorf("gate: %s: %w", EnvListen, err)
+		}
 	}
 	s.Policy.AnyHost = getenv(EnvAny) == "1"
 	for _, h := range split(getenv(EnvAllow)) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,11 +31,35 @@ const gateBuildTimeout = 5 * time.Minute
 // working directory: this repository, or a module that requires it. The
 // result is loaded only when the engine lacks that image ID.
 func BuildGate(ctx context.Context, eng Engine, opts Options) (Result, error) {
+	var res Result
+	err := withGate(ctx, opts, func(opts Options) (err error) {
+		res, err = Build(ctx, eng, opts)
+		return err
+	})
+	return res, err
+}
+
+// WriteGateArchive is BuildGate writing the image as a docker-archive to w
+// instead of loading it into an engine (WriteArchive): what
+// scripts/kube-up imports into the Kubernetes node's containerd.
+func WriteGateArchive(ctx context.Context, opts Options, w io.Writer) (Result, error) {
+	var res Result
+	err := withGate(ctx, opts, func(opts Options) (err error) {
+		res, err = WriteArchive(ctx, opts, w)
+		return err
+	})
+	return res, err
+}
+
+// withGate compiles the gate into a temporary directory and calls compose
+// with opts set to compose it (no Go, the gate as the program, GateTag
+// unless opts names a tag); the directory goes when compose returns.
+func withGate(ctx context.Context, opts Options, compose func(Options) error) error {
 	bctx, cancel := context.WithTimeout(ctx, gateBuildTimeout)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "stockade-gate-build-")
 	if err != nil {
-		return Result{}, fmt.Errorf("image: gate: %w", err)
+		return fmt.Errorf("image: gate: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "stockade-gate")
@@ -43,12 +68,12 @@ func BuildGate(ctx context.Context, eng Engine, opts Options) (Result, error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return Result{}, fmt.Errorf("image: gate: go build %s (run from a module that has it, or give GateSpec.Image): %w: %s",
+		return fmt.Errorf("image: gate: go build %s (run from a module that has it, or give GateSpec.Image): %w: %s",
 			GatePackage, err, capString(strings.TrimSpace(stderr.String()), maxFetchStderr))
 	}
 	opts.NoGo, opts.Program = true, bin
 	if opts.Tag == "" {
 		opts.Tag = GateTag
 	}
-	return Build(ctx, eng, opts)
+	return compose(opts)
 }

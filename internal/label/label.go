@@ -47,6 +47,12 @@ const (
 	// a claimed sandbox leads to the rest of its member, and an orphan (a
 	// keeper or volume whose sandbox is gone) is found by it.
 	Pool = "io.stockade.pool"
+	// GateUID is the annotation of a gated (NetLimited) session pod of
+	// sandbox/kubernetes: the uid its egress gate container runs as, in
+	// decimal. The node's CNI plugin (cmd/stockade-kubenode,
+	// stockade-isolate) keeps that pod's interface and lets only that
+	// uid's packets leave the pod; a pod without it gets loopback only.
+	GateUID = "net.stockade.dev/gate-uid"
 )
 
 // Kinds.

@@ -319,12 +319,12 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	private, err := parsePrivate(cfg.GateAllowPrivate)
+	private, err := egress.ParsePrivate(cfg.GateAllowPrivate)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if err := checkExtraHosts(cfg.GateExtraHosts); err != nil {
-		return nil, err
+	if err := egress.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if err := cfg.Pool.check(); err != nil {
 		return nil, err

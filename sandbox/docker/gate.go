@@ -7,9 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/stockade/stockade/domain"
@@ -85,37 +82,23 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 	if g == nil {
 		g = &sandbox.GateSpec{}
 	}
-	if g.OTelEndpoint != "" {
-		if _, err := gate.CheckOTelEndpoint(g.OTelEndpoint, g.OTelInsecure, gate.Policy{Private: p.gatePrivate}); err != nil {
-			return fmt.Errorf("docker: GateSpec.OTelEndpoint: %w: %w", sandbox.ErrInvalidGate, err)
-		}
+	id := r.spec.SessionID
+	st, err := egress.SessionSettings(id, r.spec.Networking, g, any, p.gatePrivate)
+	if err != nil {
+		return fmt.Errorf("docker: %w", err)
 	}
 	img, err := p.gateImage(ctx, g)
 	if err != nil {
 		return err
 	}
-	id := r.spec.SessionID
-	hosts := make([]string, len(r.spec.Networking.AllowedHosts))
-	for i, h := range r.spec.Networking.AllowedHosts {
-		hosts[i] = strings.ToLower(h)
-	}
-	slices.Sort(hosts)
 	r.gated = true
 	r.gateName, r.gateNet = p.gateName(id), p.gateNetName(id)
-	r.gateSettings = gate.Settings{
-		Policy:       gate.Policy{Allowed: hosts, AnyHost: any, Private: p.gatePrivate},
-		Session:      string(id),
-		Controlplane: g.ControlplaneURL,
-		OTel:         g.OTelEndpoint,
-		OTelInsecure: g.OTelInsecure,
-	}
+	r.gateSettings = st
 	r.minter = g.TokenMinter
 	cs := container.GateSpec(p.owner, string(id))
 	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{egress.Alias}, p.gateHosts
-	cs.Env = r.gateSettings.Env()
-	sum := sha256.Sum256([]byte(strings.Join([]string{img, strings.Join(hosts, ","), cs.Env[gate.EnvAny], cs.Env[gate.EnvPrivate],
-		strings.Join(p.gateHosts, ","), g.ControlplaneURL, p.gateOut, cs.Env[gate.EnvOTel], cs.Env[gate.EnvOTelInsecure]}, "\x00")))
-	r.gateDigest = hex.EncodeToString(sum[:12])
+	cs.Env = st.Env()
+	r.gateDigest = egress.Digest(img, st, p.gateHosts, p.gateOut)
 	cs.Labels[label.Spec] = r.gateDigest
 	r.gate = cs
 	return nil
@@ -286,32 +269,6 @@ func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) ([]domain
 func (p *Provider) removeGateNetwork(ctx context.Context, id domain.ID) error {
 	if err := egress.RemoveNetwork(ctx, p.eng, p.gateNetName(id), p.gateLabels(id)); err != nil {
 		return fmt.Errorf("docker: %w", err)
-	}
-	return nil
-}
-
-// parsePrivate checks Config.GateAllowPrivate.
-func parsePrivate(ps []netip.Prefix) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, len(ps))
-	for i, pr := range ps {
-		if !pr.IsValid() {
-			return nil, fmt.Errorf("docker: GateAllowPrivate[%d] is not a prefix", i)
-		}
-		out[i] = pr.Masked()
-	}
-	return out, nil
-}
-
-// checkExtraHosts checks Config.GateExtraHosts: "name:IPv4 or IPv6".
-func checkExtraHosts(hs []string) error {
-	for _, h := range hs {
-		name, addr, ok := strings.Cut(h, ":")
-		if _, err := gate.CanonicalHost(name); !ok || err != nil {
-			return fmt.Errorf("docker: GateExtraHosts entry %q: want name:address", h)
-		}
-		if _, err := netip.ParseAddr(addr); err != nil {
-			return fmt.Errorf("docker: GateExtraHosts entry %q: %w", h, err)
-		}
 	}
 	return nil
 }

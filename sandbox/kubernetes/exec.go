@@ -291,6 +291,12 @@ func (e *execEngine) ExecCreate(ctx context.Context, c string, cfg dockerapi.Exe
 		return "", err
 	case pod.UID != e.b.uid || pod.DeletionTimestamp != nil:
 		return "", fmt.Errorf("%w: pod %s was removed", dockerapi.ErrNotRunning, e.b.pod)
+	case c == sandboxContainer && gated(pod):
+		// A sandbox command runs only with its gate up: one that died
+		// is restarted by the kubelet, and this waits for that.
+		if err := e.b.p.healGate(ctx, pod); err != nil {
+			return "", err
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

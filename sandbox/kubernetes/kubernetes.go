@@ -57,15 +57,31 @@
 //
 // # Network
 //
-// NetNone is the only mode this backend gives: a pod with no interface but
-// loopback. The API has no such pod (hostNetwork false always gets a CNI
+// NetNone is a pod with no interface but loopback. The API has no such pod (hostNetwork false always gets a CNI
 // interface, and NetworkPolicy, which the node's bridge CNI does not
 // enforce anyway, filters rather than removes), so the node provides it:
 // scripts/kube-up chains the stockade-isolate CNI plugin after bridge, and
 // it deletes the pod's interface for every pod of the sandbox namespace.
 // start.sh checks it; the contract suite's Networking/None case proves it.
-// NetUnrestricted and NetLimited are refused with
-// sandbox.ErrNetworkingUnsupported.
+//
+// NetLimited (with a GateSpec) adds a third container, "gate", running
+// the egress gate (Config.GateImage or GateSpec.Image, never pulled) as
+// Config.GateUID, which no sandbox may run as, listening on GateListen
+// (the pod's loopback) where the sandbox's proxy variables point, with its
+// control socket in an emptyDir only it mounts. The pod carries the
+// annotation label.GateUID; for it the node's stockade-isolate keeps the
+// interface and loads rules into the pod's network namespace under which
+// only that uid's packets leave (everything else is rejected at once), so
+// the sandbox reaches the outside through the gate alone; start.sh checks
+// that a direct connect to the pod's gateway is refused. The gate is
+// Started once `stockade-gate ready` answers (a startup probe); Provision
+// waits for it, a gate of a new pod that crashes fails Provision with
+// ErrGateDown, and an Exec waits (GateHealBudget) for the kubelet to
+// restart a gate that died. A TokenMinter's token is generated per create
+// and the pod is created with a scheduling gate, lifted only after the
+// winning Provision persisted the token. EgressLog reads the gate's record
+// through pods/exec. NetUnrestricted is refused with
+// sandbox.ErrNetworkingUnsupported. See docs/SECURITY.md.
 //
 // # Commands
 //
@@ -97,6 +113,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
@@ -118,6 +135,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 )
@@ -196,6 +214,24 @@ type Config struct {
 	// GateTokenRevoker revokes a session's gate token on Reap when the
 	// session was not provisioned by this process; nil means none.
 	GateTokenRevoker sandbox.GateTokenRevoker
+	// GateImage is the egress gate's image on the nodes, for a GateSpec
+	// that names none; empty means image.GateTag (stockade/gate:local,
+	// which scripts/kube-up composes and imports). It is never pulled.
+	GateImage string
+	// GateUID is the uid (and gid) gated pods' gate containers run as;
+	// zero means DefaultGateUID. The node lets only this uid's packets
+	// leave a gated pod, so a Spec whose RunAsUser is this uid is refused
+	// (sandbox.ErrInvalidHardening). At most 2^31-2.
+	GateUID int64
+	// GateAllowPrivate lists the private ranges gates may reach (a test
+	// upstream, an in-cluster registry), never loopback or link-local;
+	// nil admits none.
+	GateAllowPrivate []netip.Prefix
+	// GateExtraHosts are "name:address" lines added to gated pods'
+	// /etc/hosts (the pod's hostAliases; the gate reads it before DNS):
+	// to pin a name. The sandbox sees the lines too, and can reach none
+	// of them but through the gate. Nil adds none.
+	GateExtraHosts []string
 	// ScheduleTimeout bounds how long Provision waits while the scheduler
 	// reports the session's pod unschedulable (no node has room, or none
 	// matches NodeSelector and Tolerations) before it removes the pod and
@@ -220,6 +256,7 @@ type Provider struct {
 	cfg   Config
 	// revokers: each session's GateTokenRevoker, and Config's.
 	revokers sandbox.Revokers
+	gate     gateConfig
 
 	mu    sync.Mutex
 	calls int64 // API requests and exec streams, for RoundTrips
@@ -256,7 +293,11 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cs: cs, rest: rc, ns: ns, owner: owner, log: log, cfg: cfg, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}}, nil
+	gc, err := newGateConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	return &Provider{cs: cs, rest: rc, ns: ns, owner: owner, log: log, cfg: cfg, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, gate: gc}, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -341,6 +382,12 @@ type resolved struct {
 	uid     int64
 	digest  string
 	pod     *corev1.Pod
+	// The egress gate of a NetLimited session (resolveGate).
+	gated        bool
+	gateSettings gate.Settings
+	gateImage    string
+	gateDigest   string
+	minter       sandbox.GateTokenMinter
 }
 
 // resolve validates spec and builds the pod; nothing has touched the
@@ -350,8 +397,11 @@ func (p *Provider) resolve(spec sandbox.Spec) (*resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
-	if mode := spec.Networking.Mode(); mode != domain.NetNone {
-		return nil, fmt.Errorf("kubernetes: networking %q: this backend gives pods loopback only: %w", mode, sandbox.ErrNetworkingUnsupported)
+	switch mode := spec.Networking.Mode(); {
+	case mode == domain.NetLimited && spec.Gate == nil:
+		return nil, fmt.Errorf("kubernetes: networking %q needs a Gate (egress only through the gate): %w", mode, sandbox.ErrNetworkingUnsupported)
+	case mode != domain.NetNone && mode != domain.NetLimited:
+		return nil, fmt.Errorf("kubernetes: networking %q: this backend gives pods loopback only, or egress through the gate: %w", mode, sandbox.ErrNetworkingUnsupported)
 	}
 	if !slices.Contains(c.CapDrop, "ALL") {
 		return nil, fmt.Errorf("kubernetes: %w: CapDrop %q keeps capabilities; Pod Security \"restricted\" pods drop ALL", sandbox.ErrInvalidHardening, c.CapDrop)
@@ -361,14 +411,21 @@ func (p *Provider) resolve(spec sandbox.Spec) (*resolved, error) {
 	// clamps to the engine's CPUs).
 	c.CPUMillis = min(c.CPUMillis, MaxCPUMillis)
 	r := &resolved{spec: spec, workdir: c.Workdir, uid: c.UID}
-	r.pod = p.pod(spec, c)
-	r.digest = sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, "", c.StorageBytes/int64(len(c.Roots)))
+	if spec.Networking.Mode() == domain.NetLimited {
+		if err := p.resolveGate(r, &c); err != nil {
+			return nil, err
+		}
+	}
+	r.pod = p.pod(r, c)
+	// The gate's digest stands where sandbox/docker puts the network.
+	r.digest = sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, r.gateDigest, c.StorageBytes/int64(len(c.Roots)))
 	r.pod.Annotations[label.Spec] = r.digest
 	return r, nil
 }
 
-// pod builds session spec's pod from its resolved confinement c.
-func (p *Provider) pod(spec sandbox.Spec, c sandbox.Resolved) *corev1.Pod {
+// pod builds session r's pod from its resolved confinement c.
+func (p *Provider) pod(r *resolved, c sandbox.Resolved) *corev1.Pod {
+	spec := r.spec
 	id := spec.SessionID
 	yes, no := true, false
 	uid := c.UID
@@ -394,7 +451,7 @@ func (p *Provider) pod(spec sandbox.Spec, c sandbox.Resolved) *corev1.Pod {
 	}
 	q := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.BinarySI) }
 	m := func(n int64) resource.Quantity { return *resource.NewMilliQuantity(n, resource.DecimalSI) }
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: PodName(p.owner, id), Namespace: p.ns, Labels: p.labels(id),
 			Annotations: map[string]string{
@@ -419,7 +476,7 @@ func (p *Provider) pod(spec sandbox.Spec, c sandbox.Resolved) *corev1.Pod {
 			Volumes: vols,
 			Containers: []corev1.Container{{
 				Name: sandboxContainer, Image: spec.Image, ImagePullPolicy: corev1.PullNever,
-				Command:    []string{"/bin/sh", "-c", startScript, "stockade-start", strconv.FormatInt(c.PidsLimit, 10)},
+				Command:    []string{"/bin/sh", "-c", startScript, "stockade-start", strconv.FormatInt(c.PidsLimit, 10), gatedArg(r.gated)},
 				WorkingDir: c.Workdir, Env: env, VolumeMounts: mounts, SecurityContext: sec,
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				Resources: corev1.ResourceRequirements{
@@ -438,6 +495,18 @@ func (p *Provider) pod(spec sandbox.Spec, c sandbox.Resolved) *corev1.Pod {
 			}},
 		},
 	}
+	if r.gated {
+		p.addGate(pod, r, sec)
+	}
+	return pod
+}
+
+// gatedArg is start.sh's second argument: "1" when the pod is gated.
+func gatedArg(gated bool) string {
+	if gated {
+		return "1"
+	}
+	return "0"
 }
 
 func nonEmpty(s string) *string {
@@ -473,9 +542,23 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	name := r.pod.Name
 	pods := p.cs.CoreV1().Pods(p.ns)
 	for attempt := 0; ; attempt++ {
+		want, token := r.pod, ""
+		if r.minter != nil {
+			// A token for this call's create only: a loser's is dropped
+			// unpersisted, and the pod waits to be scheduled until the
+			// winner persisted its token.
+			token = r.minter.Generate()
+			want = withToken(r.pod, token)
+		}
 		p.count()
-		got, err := pods.Create(ctx, r.pod, metav1.CreateOptions{})
+		got, err := pods.Create(ctx, want, metav1.CreateOptions{})
 		created := err == nil
+		if created && r.minter != nil {
+			if got, err = p.releaseToken(ctx, r, got, token); err != nil {
+				p.deletePod(ctx, name, got.UID)
+				return nil, err
+			}
+		}
 		if apierrors.IsAlreadyExists(err) {
 			p.count()
 			got, err = pods.Get(ctx, name, metav1.GetOptions{})
@@ -498,11 +581,31 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 				continue
 			}
 			if d := got.Annotations[label.Spec]; d != r.digest {
-				return nil, fmt.Errorf("kubernetes: session %s: %w: pod %s was made from spec %s (image %q, workdir %q), asked %s (image %q, workdir %q)",
-					spec.SessionID, sandbox.ErrSpecMismatch, name, d, got.Spec.Containers[0].Image, got.Spec.Containers[0].WorkingDir, r.digest, spec.Image, r.workdir)
+				return nil, fmt.Errorf("kubernetes: session %s: %w: pod %s was made from spec %s (image %q, workdir %q, gated %v), asked %s (image %q, workdir %q, gated %v)",
+					spec.SessionID, sandbox.ErrSpecMismatch, name, d, got.Spec.Containers[0].Image, got.Spec.Containers[0].WorkingDir, gated(got), r.digest, spec.Image, r.workdir, r.gated)
+			}
+			if tokenHeld(got) {
+				// Its creator is persisting the gate's token; adoption
+				// persists nothing.
+				held := got
+				got, err = p.waitTokenReleased(ctx, held)
+				switch {
+				case errors.Is(err, errTokenStuck) && attempt < 20:
+					p.log.Warn("removing a pod its creator never released", "pod", name, "session", string(spec.SessionID))
+					if err := p.deletePod(ctx, name, held.UID); err != nil {
+						return nil, err
+					}
+					continue
+				case err != nil:
+					return nil, err
+				case got == nil && attempt < 20:
+					continue // gone meanwhile: create again
+				case got == nil:
+					return nil, fmt.Errorf("kubernetes: provision %s: pod %s kept vanishing", spec.SessionID, name)
+				}
 			}
 		}
-		got, err = p.waitRunning(ctx, got)
+		got, err = p.waitRunning(ctx, got, created)
 		if err != nil {
 			if created {
 				// Only what this call made, by UID: never a concurrent
@@ -523,10 +626,11 @@ const startRefused = 3
 // errPodFailed reports a pod that will not run as asked.
 var errPodFailed = errors.New("the pod cannot run")
 
-// waitRunning watches pod until both containers run (and the sandbox's
-// start checks passed), or until it cannot run.
-func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
-	if ok, err := running(pod); ok || err != nil {
+// waitRunning watches pod until its containers run (and the sandbox's
+// start checks passed, and a gate answers), or until it cannot run. fresh
+// says this call created the pod: its gate's first crash is final.
+func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod, fresh bool) (*corev1.Pod, error) {
+	if ok, err := runningGate(pod, fresh); ok || err != nil {
 		return pod, err
 	}
 	limit := p.cfg.ScheduleTimeout
@@ -574,7 +678,7 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 				if err != nil {
 					return pod, err
 				}
-				return p.waitRunning(ctx, got)
+				return p.waitRunning(ctx, got, fresh)
 			}
 			switch ev.Type {
 			case watch.Deleted:
@@ -587,7 +691,7 @@ func (p *Provider) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Po
 				continue
 			}
 			pod = got
-			if ok, err := running(pod); ok || err != nil {
+			if ok, err := runningGate(pod, fresh); ok || err != nil {
 				return pod, err
 			}
 			watchPlacement()
@@ -609,9 +713,35 @@ func unschedulable(pod *corev1.Pod) string {
 	return ""
 }
 
-// running reports whether both containers of pod run, and an error when
-// the pod cannot get there: an image that is not present (nothing is ever
-// pulled), a start check that failed, a pod that ended.
+// runningGate is running, and an ErrGateDown when the pod's gate keeps
+// crashing: at its first crash when fresh, else after gateCrashes
+// restarts (a gate that was killed is restarted by the kubelet, and
+// Provision waits for that).
+func runningGate(pod *corev1.Pod, fresh bool) (bool, error) {
+	ok, err := running(pod)
+	if err != nil || !gated(pod) {
+		return ok, err
+	}
+	if up, _, _ := gateState(pod); up {
+		return ok, nil
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != gateContainer {
+			continue
+		}
+		crashing := cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff"
+		if crashing && (fresh || cs.RestartCount >= gateCrashes) {
+			_, why, _ := gateState(pod)
+			return false, fmt.Errorf("%w: pod %s: the gate keeps exiting: %s: %w", errPodFailed, pod.Name, why, ErrGateDown)
+		}
+	}
+	return false, nil
+}
+
+// running reports whether the sandbox and keeper containers of pod run
+// (a gated pod's gate: runningGate), and an error when the pod cannot get
+// there: an image that is not present (nothing is ever pulled), a start
+// check that failed, a pod that ended.
 func running(pod *corev1.Pod) (bool, error) {
 	if pod.DeletionTimestamp != nil {
 		return false, fmt.Errorf("%w: pod %s is being deleted", errPodFailed, pod.Name)
@@ -622,6 +752,17 @@ func running(pod *corev1.Pod) (bool, error) {
 	}
 	n := 0
 	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != sandboxContainer && cs.Name != keeperContainer {
+			// The gate's own image and start (runningGate) are what
+			// running reports of it.
+			if w := cs.State.Waiting; w != nil && cs.Name == gateContainer {
+				switch w.Reason {
+				case "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+					return false, fmt.Errorf("%w: container %s: %s: %s", errPodFailed, cs.Name, w.Reason, w.Message)
+				}
+			}
+			continue
+		}
 		if cs.State.Running != nil && cs.Started != nil && *cs.Started {
 			n++
 			continue

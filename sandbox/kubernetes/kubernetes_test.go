@@ -58,8 +58,13 @@ func cluster(t *testing.T) (*Provider, string) {
 }
 
 func TestContract(t *testing.T) {
-	p, owner := cluster(t)
-	other, err := New(Config{Kubeconfig: os.Getenv(KubeconfigEnv), Owner: owner, RuntimeClassName: "stockade"})
+	_, owner := cluster(t)
+	u := startUpstream(t)
+	p, err := New(testGateConfig(u, owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(testGateConfig(u, owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +73,7 @@ func TestContract(t *testing.T) {
 		Other:                  other,
 		Image:                  testImage,
 		NetUnrestrictedRefused: true,
+		Gate:                   u.harness(),
 		Squat: func(ctx context.Context, id domain.ID) (func(), error) {
 			r, err := p.resolve(sandbox.Spec{SessionID: id, Image: testImage})
 			if err != nil {
@@ -119,10 +125,15 @@ func TestPodSecurityRestricted(t *testing.T) {
 	for _, spec := range []sandbox.Spec{
 		{SessionID: "psa-default", Image: testImage},
 		{SessionID: "psa-custom", Image: testImage, Hardening: sandbox.Hardening{RunAsUser: &uid, PidsLimit: 100, MemoryBytes: 128 << 20, ReadOnlyRootfs: true}},
+		{SessionID: "psa-gated", Image: testImage, Networking: domain.Networking{Type: domain.NetLimited, AllowedHosts: []string{"example.com"}},
+			Gate: &sandbox.GateSpec{TokenMinter: nopMinter{}}},
 	} {
 		r, err := p.resolve(spec)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if r.minter != nil {
+			r.pod = withToken(r.pod, "t") // as Provision creates it
 		}
 		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 		if _, err := p.cs.CoreV1().Pods(p.ns).Create(ctx, r.pod, dry); err != nil {
@@ -134,6 +145,12 @@ func TestPodSecurityRestricted(t *testing.T) {
 				pod.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = &yes
 			},
 			"capability kept": func(pod *corev1.Pod) { pod.Spec.Containers[1].SecurityContext.Capabilities.Drop = nil },
+			"last container's capability kept": func(pod *corev1.Pod) {
+				c := &pod.Spec.Containers[len(pod.Spec.Containers)-1]
+				sc := c.SecurityContext.DeepCopy()
+				sc.Capabilities.Drop = nil
+				c.SecurityContext = sc
+			},
 			"no seccomp": func(pod *corev1.Pod) {
 				pod.Spec.SecurityContext.SeccompProfile = nil
 				pod.Spec.Containers[0].SecurityContext.SeccompProfile = nil
