@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
+	"github.com/stockade/stockade/internal/agent/agentbin"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/enginetest"
@@ -900,6 +901,31 @@ func probeChild(t *testing.T, hidden string) {
 		t.Errorf("markers left behind: %v", ents)
 	}
 	fmt.Println(probeOKLine)
+}
+
+// TestProbe_ImageWithoutListing: a probe whose listing cannot run (an
+// image without ls, as a toolchain image built without busybox was) is an
+// error of its own, never a claim that the engine does not see the mounts.
+func TestProbe_ImageWithoutListing(t *testing.T) {
+	eng := enginetest.Client(t)
+	prog := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(prog, agentbin.For("amd64"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := image.Build(ctx, eng, image.Options{NoGo: true, NoBusybox: true, NoCABundle: true, Program: prog})
+	if err != nil {
+		t.Fatalf("build an image without ls: %v", err)
+	}
+	r := openRunner(t, eng, res.ID, nil)
+	err = r.Probe(ctx)
+	if err == nil || errors.Is(err, ErrMountInvisible) || !strings.Contains(err.Error(), "did not run") {
+		t.Fatalf("Probe in an image without ls = %v; want an error saying the listing did not run", err)
+	}
+	if _, err := r.Run(ctx, Job{Profile: Acquire, Cmd: []string{"true"}}); !errors.Is(err, ErrNotProbed) {
+		t.Errorf("Run after a probe that did not run = %v; want ErrNotProbed", err)
+	}
 }
 
 // TestGo_AcquireThenExecute runs the real toolchain through the profiles:

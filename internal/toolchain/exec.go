@@ -17,12 +17,16 @@ import (
 // its context ended.
 var ErrContainerEnded = errors.New("toolchain: long-lived container has ended")
 
-// Container is a long-lived container for one validation. Its steps
-// (build, vet, test) run as execs in it, each under its own in-container
-// timeout with its own exit code and capped output, and share its fresh
-// build cache, /tmp and, when it has a source, its throwaway working tree;
-// no other validation ever uses any of them. Close removes it and its
-// working tree. A step that times out, or whose context ends, kills the whole
+// Container is a long-lived container: of the execute profile for one
+// validation, or of the acquire profile for a run's module commands. Its
+// steps (build, vet, test; or go mod download and the version listing) run
+// as execs in it, each under its own in-container timeout with its own
+// exit code and capped output. An execute container's steps share its
+// fresh build cache, /tmp and, when it has a source, its throwaway working
+// tree; no other validation ever uses any of them. An acquire container
+// has the profile's mounts and network, as its one-shot containers would
+// (the snapshot read-only, the run's module cache and module build cache,
+// the run's egress gate). Close removes it and its working tree. A step that times out, or whose context ends, kills the whole
 // container, so nothing a step left running can outlive it; later Execs
 // return ErrContainerEnded.
 type Container struct {
@@ -42,7 +46,7 @@ type Container struct {
 }
 
 // Start creates and starts a long-lived container for job, which must be an
-// Execute job without Cmd. The container's main process is `sleep` for its
+// Execute or Acquire job without Cmd. The container's main process is `sleep` for its
 // lifetime, job.Timeout, under the in-container timeout; zero means three
 // times Config.Timeout (a build, a vet and a test), at most MaxTimeout;
 // with a source, WorkTreeTimeout more for copying it. job.BuildCache, if
@@ -57,15 +61,29 @@ type Container struct {
 // files are the tests' own, as a developer's checkout is theirs). The
 // repository's tests may write anywhere in their tree, as at home; the
 // snapshot stays as it was, and Close removes the working tree.
+//
+// An Acquire job mounts job.Source read-only at SourceDir and the run's
+// module and module build caches (Run's defaults), and is behind the run's
+// egress gate when it has network: its Execs are exactly the one-shot
+// acquire containers' commands, without a container each. It takes no
+// build cache of its own and makes no working tree.
 func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
-	if job.Profile != Execute {
-		return nil, jobErr("Profile", "long-lived containers are for execute, not %q", job.Profile)
+	if job.Profile != Execute && job.Profile != Acquire {
+		return nil, jobErr("Profile", "long-lived containers are for execute and acquire, not %q", job.Profile)
 	}
 	if len(job.Cmd) != 0 {
 		return nil, jobErr("Cmd", "Start supplies the command; run steps with Exec")
 	}
 	if job.WorkTree != "" {
 		return nil, jobErr("WorkTree", "Start makes the working tree")
+	}
+	if job.Profile == Acquire {
+		lifetime := job.Timeout
+		if lifetime == 0 {
+			lifetime = min(2*timeoutOf(r.cfg, Job{}), MaxTimeout)
+		}
+		job.Timeout = 0
+		return r.start(ctx, job, lifetime)
 	}
 	if job.BuildCache == "" {
 		bc, err := r.NewBuildCache()
@@ -150,6 +168,9 @@ func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*C
 	secs := int64((lifetime + time.Second - 1) / time.Second)
 	job.Cmd = []string{"sleep", strconv.FormatInt(secs, 10)}
 	if err := r.checkJob(&job); err != nil {
+		return nil, err
+	}
+	if err := r.gate(ctx, &job); err != nil {
 		return nil, err
 	}
 	main := job

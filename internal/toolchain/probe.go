@@ -1,6 +1,7 @@
 package toolchain
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +78,9 @@ func (r *Runner) Probe(ctx context.Context, extra ...string) error {
 		defer os.Remove(p)
 	}
 	const base = "/probe"
-	args := []string{"ls", "-1d"}
+	// The image's root is listed too: a listing without it did not run
+	// (no ls in the image, say), which says nothing about the mounts.
+	args := []string{"ls", "-1d", "/"}
 	for i := range dirs {
 		args = append(args, fmt.Sprintf("%s/%d/%s", base, i, marker))
 	}
@@ -101,6 +104,9 @@ func (r *Runner) Probe(ctx context.Context, extra ...string) error {
 	seen := map[string]bool{}
 	for _, l := range strings.Split(string(res.Stdout), "\n") {
 		seen[strings.TrimSpace(l)] = true
+	}
+	if !seen["/"] {
+		return fmt.Errorf("toolchain: probe: the listing did not run in image %s (exit %d): %s", r.cfg.Image, res.ExitCode, bytes.TrimSpace(res.Stderr))
 	}
 	var missing []string
 	for i, d := range dirs {

@@ -399,12 +399,8 @@ func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
 	if err := r.checkJob(&job); err != nil {
 		return Result{}, err
 	}
-	if pol, networked := GatePolicy(job.Profile, r.cfg); networked {
-		g, err := r.gateFor(ctx, pol)
-		if err != nil {
-			return Result{}, err
-		}
-		job.gateNet = g.Network()
+	if err := r.gate(ctx, &job); err != nil {
+		return Result{}, err
 	}
 	spec, err := NewSpec(r.cfg, job)
 	if err != nil {
@@ -420,6 +416,21 @@ func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
 	res, err := container.Run(ctx, r.eng, spec, o)
 	markTimeout(&res, timeout, res.Phases.Wait)
 	return res, err
+}
+
+// gate puts a checked job of a profile with network behind the run's
+// egress gate for its policy, starting the gate on first need.
+func (r *Runner) gate(ctx context.Context, job *Job) error {
+	pol, networked := GatePolicy(job.Profile, r.cfg)
+	if !networked {
+		return nil
+	}
+	g, err := r.gateFor(ctx, pol)
+	if err != nil {
+		return err
+	}
+	job.gateNet = g.Network()
+	return nil
 }
 
 // markTimeout sets TimedOut when the in-container timeout killed the
