@@ -304,7 +304,7 @@ func (s *suite) inspect(tb *table, rounds int) {
 		}
 	}
 	hostMods := s.dir777(filepath.Join(dataDir, "host-modcache"))
-	type pair struct{ ctr, host []time.Duration }
+	type pair struct{ ctr, host, hostBeside []time.Duration }
 	res := map[string]*pair{}
 	for r := 0; r < rounds; r++ {
 		for _, f := range fixtures {
@@ -318,25 +318,27 @@ func (s *suite) inspect(tb *table, rounds int) {
 				s.t.Fatalf("inspect %s: %v", f, err)
 			}
 			p.ctr = append(p.ctr, time.Since(t0))
-			p.host = append(p.host, s.hostInspect(ctx, f, proxy, hostMods, r == 0))
+			p.host = append(p.host, s.hostInspect(ctx, f, proxy, hostMods, r == 0, false))
+			p.hostBeside = append(p.hostBeside, s.hostInspect(ctx, f, proxy, hostMods, false, true))
 		}
 	}
 	if seedNote != "" {
 		tb.title("Inspect's own seed: %s.", seedNote)
 	}
-	tb.section("Whole inspect (validate.Inspect, seeded) vs the host running its commands with the same cache state: median wall time",
-		"fixture", "stockade inspect", "host", "inspect/host")
+	tb.section("Whole inspect (validate.Inspect, seeded) vs the host running its commands with the same cache state, one after another and with the candidate listing beside the validation as inspect runs it: median wall time",
+		"fixture", "stockade inspect", "host", "inspect/host", "host, listing beside", "inspect/host beside")
 	for _, f := range fixtures {
-		c, h := median(res[f].ctr), median(res[f].host)
-		tb.row(f, secs(c), secs(h), ratio(c, h))
+		c, h, hb := median(res[f].ctr), median(res[f].host), median(res[f].hostBeside)
+		tb.row(f, secs(c), secs(h), ratio(c, h), secs(hb), ratio(c, hb))
 	}
 }
 
 // hostInspect runs on the host what inspect runs in containers: a copy of
 // the module (the snapshot), go mod download, the validation with a fresh
-// seeded cache, and the candidates listing. The first call fills the module
-// cache untimed.
-func (s *suite) hostInspect(ctx context.Context, f, proxy, modCache string, first bool) time.Duration {
+// seeded cache, and the candidates listing (with beside, in a goroutine
+// started with the validation, as inspect does). The first call fills the
+// module cache untimed.
+func (s *suite) hostInspect(ctx context.Context, f, proxy, modCache string, first, beside bool) time.Duration {
 	home := s.tempDir("home-")
 	defer os.RemoveAll(home)
 	env := []string{
@@ -362,10 +364,21 @@ func (s *suite) hostInspect(ctx context.Context, f, proxy, modCache string, firs
 	if out, err := x.Exec(ctx, []string{"go", "mod", "download"}, 10*time.Minute); err != nil || out.ExitCode != 0 {
 		s.t.Fatalf("host go mod download: %v %s", err, out.Stderr)
 	}
+	listed := make(chan error, 1)
+	list := func() {
+		_, err := validate.Candidates(ctx, x, m.Direct())
+		listed <- err
+	}
+	if beside {
+		go list()
+	}
 	if _, err := validate.Run(ctx, x, validate.Options{Timeout: 30 * time.Minute}); err != nil {
 		s.t.Fatal(err)
 	}
-	if _, err := validate.Candidates(ctx, x, m.Direct()); err != nil {
+	if !beside {
+		list()
+	}
+	if err := <-listed; err != nil {
 		s.t.Fatal(err)
 	}
 	return time.Since(t0)

@@ -244,15 +244,18 @@ func (s *steps) end() {
 
 // run is what the steps of one maintain run share.
 type run struct {
-	o      Options
-	clock  clock
-	log    *slog.Logger
-	r      *toolchain.Runner
-	git    *gitRepo
-	snap   toolchain.Snapshot
-	mod    *gomod.Module
-	img    report.Image
-	seed   cacheseed.Seed
+	o     Options
+	clock clock
+	log   *slog.Logger
+	r     *toolchain.Runner
+	git   *gitRepo
+	snap  toolchain.Snapshot
+	mod   *gomod.Module
+	img   report.Image
+	seed  cacheseed.Seed
+	// acq is the baseline snapshot's acquire container: its acquisition
+	// and the candidate listing run in it as execs.
+	acq    *toolchain.Container
 	base   *Validation
 	config string // Options.config
 	// scanner is the verified scanner when Options.VulnDB is set.
@@ -441,7 +444,16 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if d, ok = x.clock.step(acquireBudget); !ok {
 		return timedOut()
 	}
-	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, x.snap.Dir, time.Now().Add(d)), x.mod, img)
+	// It lives until the candidates are listed, after the baseline.
+	if x.acq, err = validate.StartAcquire(ctx, x.r, x.snap.Dir, min(time.Until(x.clock.deadline), toolchain.MaxTimeout)); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := x.acq.Close(context.WithoutCancel(ctx)); err != nil {
+			x.log.Warn("removing the acquire container failed", "err", err)
+		}
+	}()
+	got, err := validate.AcquireModules(ctx, validate.AcquireIn(x.r, x.acq, time.Now().Add(d)), x.mod, img)
 	if err == nil {
 		err = x.egress(ctx, rep, "acquire")
 	}
@@ -569,7 +581,7 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 // candidates lists the upgrade candidates into rep and returns the
 // eligible ones in selection order.
 func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]report.Candidate, error) {
-	acq := validate.NewAcquireExecer(x.r, x.snap.Dir, time.Now().Add(d))
+	acq := validate.AcquireIn(x.r, x.acq, time.Now().Add(d))
 	p := x.o.Policy
 	if p.Version != "" {
 		versions, err := validate.ListVersions(ctx, acq, []string{p.Module})

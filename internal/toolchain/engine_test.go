@@ -932,7 +932,8 @@ func TestProbe_ImageWithoutListing(t *testing.T) {
 // acquire downloads a dependency from a fixture proxy with no network,
 // mutate upgrades it in the staging copy of go.mod and go.sum, and execute
 // lists, builds and vets the module with the
-// source and module cache read-only, in one long-lived container.
+// source and module cache read-only, in one long-lived container; a
+// long-lived acquire container lists versions as an exec.
 func TestGo_AcquireThenExecute(t *testing.T) {
 	t.Parallel()
 	eng := enginetest.Client(t)
@@ -978,6 +979,34 @@ func TestGo_AcquireThenExecute(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(snap.Dir, "go.mod")); strings.Contains(string(b), "v1.1.0") {
 		t.Error("mutate wrote the snapshot")
+	}
+	// A long-lived acquire container has the profile's mounts and
+	// network, and runs module commands only, as execs.
+	ac, err := r.Start(ctx, Job{Profile: Acquire, Source: snap.Dir, Timeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ac.Close(ctx)
+	res, err = ac.Exec(ctx, []string{"go", "list", "-m", "-versions", "stockade.test/greet"}, ExecOptions{})
+	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "v1.1.0") {
+		t.Errorf("go list -m -versions in the acquire container: exit %d, %v\n%s%s", res.ExitCode, err, res.Stdout, res.Stderr)
+	}
+	if _, err := ac.Exec(ctx, []string{"cat", "/proc/net/dev"}, ExecOptions{}); !errors.Is(err, ErrInvalidJob) {
+		t.Errorf("a non-module command in the acquire container = %v; want ErrInvalidJob", err)
+	}
+	ci, err := eng.ContainerInspect(ctx, ac.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.HostConfig.NetworkMode != "none" {
+		t.Errorf("acquire container's network %q; want none (fixture proxy)", ci.HostConfig.NetworkMode)
+	}
+	rw := map[string]bool{}
+	for _, m := range ci.Mounts {
+		rw[m.Destination] = m.RW
+	}
+	if want := map[string]bool{SourceDir: false, ModCacheDir: true, BuildCacheDir: true, FixtureProxyDir: false}; !maps.Equal(rw, want) {
+		t.Errorf("acquire container's mounts (destination: writable) %v; want %v", rw, want)
 	}
 	c, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, Timeout: 3 * time.Minute})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/stockade/stockade/internal/cacheseed"
@@ -509,7 +510,34 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	if d, ok = b.phase(acquireBudget); !ok {
 		return timedOut()
 	}
-	got, snap, err := AcquireSnapshot(ctx, r, snap, m, ic.img, time.Now().Add(d))
+	// One acquire container serves the acquisition and then, beside the
+	// validation, the candidate listing; the validation's container
+	// starts (and its working tree fills) beside the acquisition. Neither
+	// runs anything of the repository's before the modules are in.
+	acqLife, _ := b.phase(d + candidatesBudget)
+	ac, err := StartAcquire(ctx, r, snap.Dir, acqLife+containerSlack)
+	if err != nil {
+		return nil, err
+	}
+	// What runs beside the main line is cancelled and waited for before
+	// the containers it uses are removed, whichever way inspect returns.
+	bgCtx, bgCancel := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer func() {
+		bgCancel()
+		bg.Wait()
+		if err := ac.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("removing the acquire container failed", "err", err)
+		}
+	}()
+	var early *startedValidation
+	if !o.ScanOnly {
+		vLife, _ := b.phase(d + timeout)
+		early = startValidation(bgCtx, r, snap.Dir, vLife, seed, &bg)
+		defer early.discard(ctx, log)
+	}
+	shared := ac // the acquire container, while it holds the tree asked about
+	got, snap2, err := AcquireSnapshot(ctx, r, ac, snap, m, ic.img, time.Now().Add(d))
 	if err != nil {
 		return nil, err
 	}
@@ -532,22 +560,34 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		return finish()
 	case got.Updated != nil:
 		// From here on the tree with the updated manifests is the one
-		// validated and asked about.
+		// validated and asked about: neither container holds it.
 		rep.Source.Updated = got.Updated
+		snap, shared = snap2, nil
+		early.discard(ctx, log)
 	}
-	acq := acquireExecer{r: r, src: snap.Dir}
 
 	if o.ScanOnly {
 		return scanStep()
 	}
+
+	// The candidate listing runs beside the validation: it needs only the
+	// acquired modules and the network, the validation neither.
+	cands := listCandidates(bgCtx, r, shared, snap.Dir, m, b, &bg)
 
 	phase("validate")
 	vt, ok := b.phase(timeout)
 	if !ok {
 		return timedOut()
 	}
-	res, err := ValidateSnapshot(ctx, r, snap.Dir, vt, seed, m.Path, log)
-	if err != nil {
+	var res Result
+	if c, taken, err := early.take(); err != nil {
+		return nil, err
+	} else if taken {
+		res, err = ValidateIn(ctx, c, vt, m.Path, log)
+		if err != nil {
+			return nil, err
+		}
+	} else if res, err = ValidateSnapshot(ctx, r, snap.Dir, vt, seed, m.Path, log); err != nil {
 		return nil, err
 	}
 	rep.Checks = res.Checks
@@ -562,25 +602,106 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		}
 	}
 
+	// The phase is the wait for the listing past the validation (and
+	// scan); the listing itself began when the validation did.
 	phase("candidates")
-	d, ok = b.phase(candidatesBudget)
-	if !ok {
-		rep.CandidatesError = "not listed: the -deadline ran out first"
-		return finish()
+	l := <-cands
+	if l.err != nil {
+		return nil, l.err
 	}
-	acq.until = time.Now().Add(d)
-	cands, err := Candidates(ctx, acq, m.Direct())
-	if err != nil {
-		rep.CandidatesError = err.Error()
+	if l.failure != "" {
+		rep.CandidatesError = l.failure
 	} else {
-		rep.Candidates = cands
+		rep.Candidates = l.cands
 	}
-	listed, err := EgressOf(ctx, r, "candidates")
-	if err != nil {
-		return nil, err
-	}
-	rep.Egress = append(rep.Egress, listed...)
+	rep.Egress = append(rep.Egress, l.egress...)
 	return finish()
+}
+
+// startedValidation is a validation container starting in the background
+// (startValidation): the first of take and discard has it.
+type startedValidation struct {
+	done  chan struct{}
+	c     *toolchain.Container
+	err   error
+	taken bool
+}
+
+// startValidation starts StartValidation in the background, counted in bg.
+func startValidation(ctx context.Context, r *toolchain.Runner, snapDir string, lifetime time.Duration, seed cacheseed.Seed, bg *sync.WaitGroup) *startedValidation {
+	s := &startedValidation{done: make(chan struct{})}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		defer close(s.done)
+		s.c, s.err = StartValidation(ctx, r, snapDir, lifetime, seed)
+	}()
+	return s
+}
+
+// take waits for the start and hands the container to the caller, who
+// then closes it; taken is false when there is none to take (s is nil, or
+// discarded).
+func (s *startedValidation) take() (c *toolchain.Container, taken bool, err error) {
+	if s == nil || s.taken {
+		return nil, false, nil
+	}
+	<-s.done
+	s.taken = true
+	return s.c, s.err == nil, s.err
+}
+
+// discard waits for the start and removes the container, unless it was
+// taken; s may be nil.
+func (s *startedValidation) discard(ctx context.Context, log *slog.Logger) {
+	if s == nil || s.taken {
+		return
+	}
+	<-s.done
+	s.taken = true
+	if s.err == nil {
+		if err := s.c.Close(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("removing the validation container failed", "err", err)
+		}
+	}
+}
+
+// listing is what the candidate listing found: the candidates, or why
+// they are not known (failure, for the report), and its egress record;
+// err is Stockade's own failure.
+type listing struct {
+	cands   []report.Candidate
+	failure string
+	egress  []report.Egress
+	err     error
+}
+
+// listCandidates lists m's upgrade candidates in the background, in ac
+// (nil: one-shot acquire containers of the snapshot at src), within
+// candidatesBudget and what is left of b, counted in bg; the channel
+// delivers the one result.
+func listCandidates(ctx context.Context, r *toolchain.Runner, ac *toolchain.Container, src string, m *gomod.Module, b budget, bg *sync.WaitGroup) <-chan listing {
+	out := make(chan listing, 1)
+	d, ok := b.phase(candidatesBudget)
+	if !ok {
+		out <- listing{failure: "not listed: the -deadline ran out first"}
+		return out
+	}
+	acq := acquireExecer{r: r, c: ac, src: src, until: time.Now().Add(d)}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		var l listing
+		cands, err := Candidates(ctx, acq, m.Direct())
+		if err != nil {
+			l.failure = err.Error()
+		} else {
+			l.cands = cands
+		}
+		l.egress, l.err = EgressOf(ctx, r, "candidates")
+		out <- l
+	}()
+	return out
 }
 
 // maxAcquisitionDetail caps the go command's stderr kept in the report of
@@ -666,9 +787,11 @@ func sourceOf(s toolchain.Snapshot) *report.Source {
 // acquireExecer runs module commands in one-shot acquire containers on the
 // snapshot, each ending by until, its phase's end; with a staging
 // directory, in mutate containers with -modfile naming its go.mod, so the
-// go command may update the manifests there.
+// go command may update the manifests there; with c (and no staging), as
+// execs in that long-lived acquire container of the snapshot.
 type acquireExecer struct {
 	r       *toolchain.Runner
+	c       *toolchain.Container
 	src     string
 	staging string
 	until   time.Time
@@ -687,6 +810,10 @@ func (a acquireExecer) Exec(ctx context.Context, argv []string, timeout time.Dur
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout+hostGrace)
 	defer cancel()
+	if a.c != nil && a.staging == "" {
+		res, err := a.c.Exec(ctx, argv, toolchain.ExecOptions{Timeout: timeout})
+		return outputOf(res), err
+	}
 	job := toolchain.Job{Profile: toolchain.Acquire, Cmd: argv, Source: a.src, Timeout: timeout}
 	if a.staging != "" {
 		job.Profile, job.Cmd, job.Staging = toolchain.Mutate, withModFile(argv), a.staging

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,6 +372,60 @@ func TestInspect_Fixtures(t *testing.T) {
 			}
 			goldenCompare(t, fx.repo, rep)
 		})
+	}
+}
+
+// creates is an Engine that records the name of every container created
+// through it; the engine underneath is real.
+type creates struct {
+	*dockerapi.Client
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *creates) ContainerCreate(ctx context.Context, name string, cfg dockerapi.ContainerConfig) (string, error) {
+	c.mu.Lock()
+	c.names = append(c.names, name)
+	c.mu.Unlock()
+	return c.Client.ContainerCreate(ctx, name, cfg)
+}
+
+// TestInspect_OneAcquireContainer: an inspect that acquires and lists
+// candidates makes one probe, one acquire and one execute container (the
+// acquisition and the listing share the acquire container as execs; the
+// listing runs beside the validation), and reports the same as before.
+func TestInspect_OneAcquireContainer(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	dir, err := filepath.Abs(filepath.Join(repos, "clean"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
+	defer cancel()
+	c := &creates{Client: eng}
+	rep, err := Inspect(ctx, c, InspectOptions{
+		Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
+		LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != report.Clean || len(rep.Candidates) == 0 || rep.CandidatesError != "" {
+		t.Fatalf("verdict %s, candidates %v (%q); want clean with candidates", rep.Verdict, rep.Candidates, rep.CandidatesError)
+	}
+	count := map[string]int{}
+	for _, n := range c.names {
+		for _, p := range []string{"probe", "acquire", "mutate", "execute"} {
+			if strings.HasPrefix(n, "stockade-tc-"+p+"-") {
+				count[p]++
+			}
+		}
+	}
+	if want := map[string]int{"probe": 1, "acquire": 1, "execute": 1}; !maps.Equal(count, want) {
+		t.Errorf("containers made: %v (%v); want %v", count, c.names, want)
+	}
+	if got := rep.Timings.Phases; !slices.ContainsFunc(got, func(p report.Phase) bool { return p.Name == "candidates" }) {
+		t.Errorf("phases %v lack candidates", got)
 	}
 }
 

@@ -120,6 +120,20 @@ func NewAcquireExecer(r *toolchain.Runner, src string, until time.Time) Execer {
 	return acquireExecer{r: r, src: src, until: until}
 }
 
+// StartAcquire starts a long-lived acquire container on the snapshot src
+// for at most lifetime (toolchain.Runner.Start): the run's module commands
+// on that snapshot then run as execs in it (AcquireIn), each saving a
+// container's create, start and removal. Close it when done.
+func StartAcquire(ctx context.Context, r *toolchain.Runner, src string, lifetime time.Duration) (*toolchain.Container, error) {
+	return r.Start(ctx, toolchain.Job{Profile: toolchain.Acquire, Source: src, Timeout: lifetime})
+}
+
+// AcquireIn runs module commands as execs in c, an acquire container from
+// StartAcquire, each ending by until.
+func AcquireIn(r *toolchain.Runner, c *toolchain.Container, until time.Time) Execer {
+	return acquireExecer{r: r, c: c, until: until}
+}
+
 // Acquired is what acquiring a snapshot's modules found. At most one of
 // its fields is set; none means the modules are in the module cache.
 type Acquired struct {
@@ -147,8 +161,11 @@ type Acquired struct {
 // holding the updated files, which is the tree to validate; Updated says
 // which files changed. Otherwise it returns snap. The repository and snap
 // are never written.
-func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, snap toolchain.Snapshot, m *gomod.Module, img report.Image, until time.Time) (Acquired, toolchain.Snapshot, error) {
-	got, err := AcquireModules(ctx, NewAcquireExecer(r, snap.Dir, until), m, img)
+//
+// With c, a long-lived acquire container of snap (StartAcquire), the first
+// download runs as an exec in it rather than in a container of its own.
+func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, c *toolchain.Container, snap toolchain.Snapshot, m *gomod.Module, img report.Image, until time.Time) (Acquired, toolchain.Snapshot, error) {
+	got, err := AcquireModules(ctx, acquireExecer{r: r, c: c, src: snap.Dir, until: until}, m, img)
 	if err != nil || got.update == "" {
 		return got, snap, err
 	}
@@ -246,18 +263,37 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 // removes the container and the working tree. Copying the snapshot into
 // the working tree is the phase "validate/worktree".
 func ValidateSnapshot(ctx context.Context, r *toolchain.Runner, snapDir string, timeout time.Duration, seed cacheseed.Seed, modulePath string, log *slog.Logger) (Result, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	vctx, cancel := context.WithTimeout(ctx, timeout+containerSlack+hostGrace+toolchain.WorkTreeTimeout)
-	defer cancel()
-	c, err := r.Start(vctx, toolchain.Job{
-		Profile: toolchain.Execute, Source: snapDir, Timeout: timeout + containerSlack,
-		ReadOnly: seed.Mounts(), Env: seed.Env(),
-	})
+	c, err := StartValidation(ctx, r, snapDir, timeout, seed)
 	if err != nil {
 		return Result{}, err
 	}
+	return ValidateIn(ctx, c, timeout, modulePath, log)
+}
+
+// StartValidation starts the validation's execute container for the
+// snapshot at snapDir, with a fresh build cache over seed and its working
+// tree filled (toolchain.Runner.Start), living lifetime plus its own exec
+// overhead; lifetime must cover what runs before the validation in it and
+// the validation's timeout. Nothing of the repository runs yet:
+// ValidateIn runs the steps and removes it.
+func StartValidation(ctx context.Context, r *toolchain.Runner, snapDir string, lifetime time.Duration, seed cacheseed.Seed) (*toolchain.Container, error) {
+	sctx, cancel := context.WithTimeout(ctx, hostGrace+toolchain.WorkTreeTimeout)
+	defer cancel()
+	return r.Start(sctx, toolchain.Job{
+		Profile: toolchain.Execute, Source: snapDir, Timeout: lifetime + containerSlack,
+		ReadOnly: seed.Mounts(), Env: seed.Env(),
+	})
+}
+
+// ValidateIn runs the validation (Run) for at most timeout in c, a
+// container from StartValidation, and removes it and its working tree,
+// whatever happened.
+func ValidateIn(ctx context.Context, c *toolchain.Container, timeout time.Duration, modulePath string, log *slog.Logger) (Result, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	vctx, cancel := context.WithTimeout(ctx, timeout+containerSlack+hostGrace)
+	defer cancel()
 	res, err := Run(vctx, execExecer{c: c}, Options{Timeout: timeout, ModulePath: modulePath, Logger: log})
 	res.Phases = append([]report.Phase{{Name: "validate/worktree", MS: c.WorkTreeTime().Milliseconds()}}, res.Phases...)
 	if cerr := c.Close(context.WithoutCancel(ctx)); cerr != nil {
