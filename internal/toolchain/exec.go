@@ -175,6 +175,7 @@ func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*C
 	}
 	main := job
 	main.Timeout = lifetime // the in-container timeout of the sleep
+	main.anyCmd = true      // the sleep; the steps are checked as the profile's
 	spec, err := NewSpec(r.cfg, main)
 	if err != nil {
 		return nil, err
