@@ -454,6 +454,10 @@ type Info struct {
 	// CPackages is LabelCPackages: empty without the C toolchain, and for
 	// images built before the label existed.
 	CPackages string
+	// Busybox is LabelBusybox: empty for an image without a shell
+	// (NoBusybox, or built on a host without busybox before Build fetched
+	// Debian's).
+	Busybox string
 	// Pinned is the registry reference (name@digest) of an image
 	// Stockade uses but did not build; empty for images Build made.
 	Pinned string
@@ -475,7 +479,7 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(imgs))
 	for _, im := range imgs {
-		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], CPackages: im.Labels[LabelCPackages], Size: im.Size})
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], CPackages: im.Labels[LabelCPackages], Busybox: im.Labels[LabelBusybox], Size: im.Size})
 	}
 	sortInfos(out)
 	return out, nil
