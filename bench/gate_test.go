@@ -40,7 +40,11 @@ func TestGateBench(t *testing.T) {
 	img := enginetest.BaseImage(t, c)
 	owner := enginetest.Owner(t)
 	u := enginetest.StartUpstream(t, c, owner)
-	p, err := sdocker.New(sdocker.Config{Owner: owner, GateNetwork: u.Network, GateAllowPrivate: []netip.Prefix{u.Subnet}})
+	cache, err := enginetest.ImageCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sdocker.New(sdocker.Config{Owner: owner, GateNetwork: u.Network, GateAllowPrivate: []netip.Prefix{u.Subnet}, GateCacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}

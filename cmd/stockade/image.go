@@ -103,9 +103,9 @@ func imageFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []
 	var o imageOpts
 	fs.StringVar(&o.goroot, "goroot", "", "Go toolchain `DIR` to copy (default: go env GOROOT)")
 	fs.StringVar(&o.goRelease, "go", "", "Go `RELEASE` to fetch through the module proxy, such as 1.27.3 (default: the host's Go)")
-	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` whose toolchains/ keeps what -go and -cgo fetch: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
+	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` whose toolchains/ keeps what -go, -cgo and a missing busybox fetch: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade")
 	fs.BoolVar(&o.cgo, "cgo", true, "add the C toolchain layer (cgo on); -cgo=false: no C compiler, CGO_ENABLED=0")
-	fs.StringVar(&o.busybox, "busybox", "", "static busybox `PATH` (default: "+image.DefaultBusybox+" when it is static)")
+	fs.StringVar(&o.busybox, "busybox", "", "static busybox `PATH` (default: "+image.DefaultBusybox+" when it is static, else Debian's busybox-static "+image.BusyboxPackage().Version+" fetched with apt)")
 	fs.BoolVar(&o.noBusybox, "no-busybox", false, "leave busybox out: the image runs argv only")
 	fs.StringVar(&o.caBundle, "ca-bundle", "", "PEM CA certificates `PATH` (default: "+image.DefaultCABundle+" when it exists)")
 	fs.BoolVar(&o.noCABundle, "no-ca-bundle", false, "leave the CA certificates out: TLS from the image fails to verify")
@@ -197,7 +197,9 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	defer cancel()
 	var cacheDir string
 	var err error
-	if o.goRelease != "" || o.cgo {
+	// A host without a static busybox has Debian's fetched into the cache
+	// too, unless one is given or none wanted.
+	if o.goRelease != "" || o.cgo || o.busybox == "" && !o.noBusybox {
 		if cacheDir, err = validate.ToolchainCache(o.dataDir); err != nil {
 			return err
 		}

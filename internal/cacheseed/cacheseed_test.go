@@ -186,7 +186,11 @@ func setupEngine(t testing.TB) *engineSeed {
 	}
 	eng := enginetest.Client(t)
 	ctx := context.Background()
-	img, err := image.Build(ctx, eng, image.Options{})
+	cache, err := enginetest.ImageCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := image.Build(ctx, eng, image.Options{CacheDir: cache})
 	if err != nil {
 		t.Fatalf("image.Build: %v", err)
 	}

@@ -23,7 +23,11 @@ import (
 func BenchmarkGatePerPhase(b *testing.B) {
 	eng := enginetest.Client(b)
 	ctx := context.Background()
-	img, err := image.BuildGate(ctx, eng, image.Options{})
+	cache, err := enginetest.ImageCacheDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	img, err := image.BuildGate(ctx, eng, image.Options{CacheDir: cache})
 	if err != nil {
 		b.Fatal(err)
 	}

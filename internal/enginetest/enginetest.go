@@ -76,13 +76,30 @@ func BaseImage(t testing.TB, c *dockerapi.Client) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var res image.Result
-		res, baseErr = image.Build(ctx, c, image.Options{NoGo: true})
+		var cache string
+		if cache, baseErr = ImageCacheDir(); baseErr != nil {
+			return
+		}
+		res, baseErr = image.Build(ctx, c, image.Options{NoGo: true, CacheDir: cache})
 		baseID = res.ID
 	})
 	if baseErr != nil {
 		t.Fatalf("building the base image: %v", baseErr)
 	}
 	return baseID
+}
+
+// ImageCacheDir is the image.Options.CacheDir of the tests' image builds:
+// stockade-test/toolchains under the user's cache directory, shared across
+// runs so that what builds fetch (Go releases, Debian packages, a busybox
+// on a host without one) is fetched once. internal/image's own tests use
+// the same directory.
+func ImageCacheDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, "stockade-test", "toolchains"), nil
 }
 
 // DataDirEnv names the variable that overrides SharedDataDir.

@@ -26,12 +26,12 @@ import (
 //go:embed ctoolchain.txt
 var ctoolchainList string
 
-// Budgets of the C toolchain's preparation.
+// Budgets of fetching and unpacking Debian packages.
 const (
-	// aptTimeout bounds apt-cache show and apt-get download of the whole
-	// set: about 56 MB from a Debian mirror.
+	// aptTimeout bounds apt-cache show and apt-get download of one set:
+	// the C toolchain's is about 56 MB from a Debian mirror.
 	aptTimeout = 10 * time.Minute
-	// extractTimeout bounds unpacking every package with dpkg-deb.
+	// extractTimeout bounds unpacking every package of a set with dpkg-deb.
 	extractTimeout = 5 * time.Minute
 	// maxAptOutput caps what apt-cache show prints, in bytes.
 	maxAptOutput = 16 << 20
@@ -57,8 +57,9 @@ var skipC = []string{
 var ErrDebChecksum = errors.New("image: Debian package checksum mismatch")
 
 // ErrNoDebian reports a host without apt-get, apt-cache or dpkg-deb, or
-// whose apt metadata lacks a package version of the set.
-var ErrNoDebian = errors.New("image: cannot fetch the C toolchain's Debian packages")
+// whose apt metadata lacks a package version asked for: the C toolchain's
+// set, or BusyboxPackage.
+var ErrNoDebian = errors.New("image: cannot fetch the Debian packages")
 
 // DebPackage is one Debian package at an exact version.
 type DebPackage struct {
@@ -306,10 +307,9 @@ type cToolchain struct {
 	pkgs   []DebPackage
 }
 
-// prepareC fetches pkgs for goarch into cacheDir (debs/, one file per
-// package version, kept across builds), checks each against the SHA256
-// apt's metadata gives, and unpacks them all into one tree (c-<digest>/),
-// reused while the set is the same.
+// prepareC fetches pkgs for goarch into cacheDir (fetchDebPackages) and
+// unpacks them all into one tree (c-<digest>/), reused while the set is
+// the same.
 func prepareC(ctx context.Context, pkgs []DebPackage, goarch, cacheDir string) (*cToolchain, error) {
 	arch, ok := debArch[goarch]
 	if !ok || arch != cToolchainArch {
@@ -319,6 +319,58 @@ func prepareC(ctx context.Context, pkgs []DebPackage, goarch, cacheDir string) (
 	if cacheDir == "" {
 		return nil, errors.New("image: the C toolchain needs a cache directory")
 	}
+	dir, sum, err := unpackedDebPackages(ctx, pkgs, arch, cacheDir, "c-")
+	if err != nil {
+		return nil, err
+	}
+	return &cToolchain{dir: dir, digest: sum, pkgs: pkgs}, nil
+}
+
+// unpackedDebPackages fetches pkgs for the Debian architecture arch into
+// cacheDir (fetchDebPackages) and unpacks them all into one tree,
+// cacheDir/<prefix><16 hex of the digest>, reused while the set and the
+// packages' SHA256 are the same. It returns the tree and the digest
+// ("sha256:") of the packages' names, versions and SHA256.
+func unpackedDebPackages(ctx context.Context, pkgs []DebPackage, arch, cacheDir, prefix string) (dir, sum string, err error) {
+	debs, err := fetchDebPackages(ctx, pkgs, arch, cacheDir)
+	if err != nil {
+		return "", "", err
+	}
+	h := sha256.New()
+	for _, d := range debs {
+		fmt.Fprintf(h, "%s %s %s\n", d.pkg.Name, d.pkg.Version, d.sha256)
+	}
+	sum = digest(h)
+	dir = filepath.Join(cacheDir, prefix+strings.TrimPrefix(sum, "sha256:")[:16])
+	if _, err := os.Stat(dir); err == nil {
+		return dir, sum, nil
+	}
+	xctx, cancel := context.WithTimeout(ctx, extractTimeout)
+	defer cancel()
+	tmp, err := os.MkdirTemp(cacheDir, prefix+"unpacking-")
+	if err != nil {
+		return "", "", fmt.Errorf("image: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, d := range debs {
+		if err := run(xctx, "", "dpkg-deb", "-x", d.path, tmp); err != nil {
+			return "", "", fmt.Errorf("%w: unpack %s: %v", ErrNoDebian, d.pkg, err)
+		}
+	}
+	// Renamed whole: a tree that exists is complete.
+	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, os.ErrExist) {
+		if _, serr := os.Stat(dir); serr != nil {
+			return "", "", fmt.Errorf("image: %w", err)
+		}
+	}
+	return dir, sum, nil
+}
+
+// fetchDebPackages is the one way this package fetches Debian packages:
+// pkgs for the Debian architecture arch, into cacheDir/debs (one file per
+// package version, kept across builds), each checked against the SHA256
+// apt's verified metadata gives (ErrDebChecksum).
+func fetchDebPackages(ctx context.Context, pkgs []DebPackage, arch, cacheDir string) ([]deb, error) {
 	debDir := filepath.Join(cacheDir, "debs")
 	if err := os.MkdirAll(debDir, 0o700); err != nil {
 		return nil, fmt.Errorf("image: %w", err)
@@ -329,38 +381,7 @@ func prepareC(ctx context.Context, pkgs []DebPackage, goarch, cacheDir string) (
 	if err != nil {
 		return nil, err
 	}
-	debs, err := fetchDebs(actx, debDir, pkgs, sums)
-	if err != nil {
-		return nil, err
-	}
-	h := sha256.New()
-	for _, d := range debs {
-		fmt.Fprintf(h, "%s %s %s\n", d.pkg.Name, d.pkg.Version, d.sha256)
-	}
-	c := &cToolchain{digest: digest(h), pkgs: pkgs}
-	c.dir = filepath.Join(cacheDir, "c-"+strings.TrimPrefix(c.digest, "sha256:")[:16])
-	if _, err := os.Stat(c.dir); err == nil {
-		return c, nil
-	}
-	xctx, cancel := context.WithTimeout(ctx, extractTimeout)
-	defer cancel()
-	tmp, err := os.MkdirTemp(cacheDir, "c-unpacking-")
-	if err != nil {
-		return nil, fmt.Errorf("image: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	for _, d := range debs {
-		if err := run(xctx, "", "dpkg-deb", "-x", d.path, tmp); err != nil {
-			return nil, fmt.Errorf("%w: unpack %s: %v", ErrNoDebian, d.pkg, err)
-		}
-	}
-	// Renamed whole: a tree that exists is complete.
-	if err := os.Rename(tmp, c.dir); err != nil && !errors.Is(err, os.ErrExist) {
-		if _, serr := os.Stat(c.dir); serr != nil {
-			return nil, fmt.Errorf("image: %w", err)
-		}
-	}
-	return c, nil
+	return fetchDebs(actx, debDir, pkgs, sums)
 }
 
 // aptMeta is what apt's metadata says of one package version.

@@ -137,13 +137,31 @@ func caFile(t *testing.T, data []byte) string {
 	return name
 }
 
-// hostBusybox returns DefaultBusybox when it is a usable static busybox.
+// hostBusybox returns the static busybox a build takes: DefaultBusybox,
+// or Debian's busybox-static fetched into testCacheDir. It skips on a host
+// with neither a static busybox nor apt.
 func hostBusybox(t *testing.T) string {
 	t.Helper()
-	if _, err := inspectBusybox(DefaultBusybox); err != nil {
-		t.Skipf("no static busybox at %s (install busybox-static): %v", DefaultBusybox, err)
+	bb, err := findBusybox(context.Background(), Options{CacheDir: testCacheDir(t)}, "")
+	if errors.Is(err, ErrNoDebian) {
+		t.Skipf("no static busybox at %s and no Debian one: %v", hostBusyboxPath, err)
 	}
-	return DefaultBusybox
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bb.path
+}
+
+// testCacheDir is where tests keep what builds fetch (Options.CacheDir):
+// outside the repository and any test's temporary directory, so a second
+// run fetches nothing.
+func testCacheDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.UserCacheDir()
+	if err != nil {
+		t.Skipf("no cache directory: %v", err)
+	}
+	return filepath.Join(d, "stockade-test", "toolchains")
 }
 
 func archive(t *testing.T, opts Options) (*plan, []byte) {

@@ -2,7 +2,6 @@ package image_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -70,13 +69,13 @@ func TestBuildTwiceSameIDAndRunsGo(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	r1, err := image.Build(ctx, c, image.Options{})
+	r1, err := image.Build(ctx, c, image.Options{CacheDir: testToolchainCache(t)})
 	if err != nil {
 		t.Fatalf("first Build: %v", err)
 	}
 	t.Logf("first build: %v (loaded %v) %s %v", time.Since(start), r1.Loaded, r1.ID, r1.Tags)
 	start = time.Now()
-	r2, err := image.Build(ctx, c, image.Options{})
+	r2, err := image.Build(ctx, c, image.Options{CacheDir: testToolchainCache(t)})
 	if err != nil {
 		t.Fatalf("second Build: %v", err)
 	}
@@ -140,7 +139,7 @@ func TestToolchainWorksInImage(t *testing.T) {
 	c := enginetest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), buildBudget)
 	defer cancel()
-	r, err := image.Build(ctx, c, image.Options{})
+	r, err := image.Build(ctx, c, image.Options{CacheDir: testToolchainCache(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +166,7 @@ func TestBaseImageRunsShell(t *testing.T) {
 	c := enginetest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), buildBudget)
 	defer cancel()
-	r, err := image.Build(ctx, c, image.Options{NoGo: true})
+	r, err := image.Build(ctx, c, image.Options{NoGo: true, CacheDir: testToolchainCache(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,16 +195,11 @@ func TestBaseImageRunsShell(t *testing.T) {
 // besides the host's; tests build its image from the proxy.
 const proxyRelease = "1.27.3"
 
-// testToolchainCache is where tests keep the releases FetchGo downloads:
-// outside the repository and any test's temporary directory, so a second
-// run downloads nothing; the module cache inside is keyed by release.
+// testToolchainCache is where tests keep what builds fetch: the releases
+// FetchGo downloads (the module cache inside is keyed by release), the
+// Debian packages.
 func testToolchainCache(t *testing.T) string {
-	t.Helper()
-	d, err := os.UserCacheDir()
-	if err != nil {
-		t.Skipf("no cache directory: %v", err)
-	}
-	return filepath.Join(d, "stockade-test", "toolchains")
+	return image.CacheDirForTests(t)
 }
 
 // TestBuildFetchedGoTwiceSameID builds the image of a release fetched
@@ -294,5 +288,43 @@ go test -count=1 ./...`)
 	t.Logf("cgo vet and test in the image: %v", time.Since(start))
 	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "1\nnobody:x:65534:65534:") || !strings.Contains(string(res.Stdout), "ok  \tm") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// TestDebianBusyboxImage builds the Go toolchain image on a host without
+// a static busybox (the look-up pointed at a missing file, so this runs on
+// hosts that have one too): the image takes Debian's busybox-static,
+// fetched and verified into the cache, and its shell works. A second
+// build gives the same ID and does not load again.
+func TestDebianBusyboxImage(t *testing.T) {
+	c := enginetest.Client(t)
+	image.SetHostBusybox(t, filepath.Join(t.TempDir(), "no-busybox"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*buildBudget)
+	defer cancel()
+	opts := image.Options{CacheDir: testToolchainCache(t)}
+	r1, err := image.Build(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("first Build: %v", err)
+	}
+	if !strings.HasPrefix(r1.Busybox, opts.CacheDir+string(filepath.Separator)) || filepath.Base(r1.Busybox) != "busybox" {
+		t.Errorf("Busybox = %q; want bin/busybox of the package unpacked under %s", r1.Busybox, opts.CacheDir)
+	}
+	r2, err := image.Build(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("second Build: %v", err)
+	}
+	if r2.ID != r1.ID || r2.Loaded || r2.Busybox != r1.Busybox {
+		t.Errorf("second Build = %s (loaded %v, busybox %s); want %s, not loaded, the cached busybox", r2.ID, r2.Loaded, r2.Busybox, r1.ID)
+	}
+	im, err := c.ImageInspect(ctx, r1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Config.Labels[image.LabelBusybox] == "" {
+		t.Errorf("labels %v; want %s", im.Config.Labels, image.LabelBusybox)
+	}
+	res := run(t, c, r1.ID, quickRun, "busybox", "sh", "-c", "echo ok; ls -d /tmp; go version >/dev/null && echo go")
+	if res.ExitCode != 0 || string(res.Stdout) != "ok\n/tmp\ngo\n" {
+		t.Errorf("busybox sh: exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }

@@ -1,6 +1,8 @@
 // Package image builds Stockade's toolchain images offline, from what the
 // machine already has: the Go toolchain (a GOROOT), a static busybox and
-// the CA certificates.
+// the CA certificates. What the machine lacks (another Go release, the C
+// toolchain, a static busybox) is fetched at pinned versions and verified:
+// Go through the module proxy, Debian packages with apt.
 //
 // Threat model: the images run untrusted code, so they hold nothing but
 // the toolchain, a shell, the public CA certificates (so that module
@@ -75,7 +77,8 @@ const (
 )
 
 // Options say what to build. The zero value builds the Go toolchain image
-// from the `go` on PATH, with the host's static busybox if it has one.
+// from the `go` on PATH, with the host's static busybox; a host without
+// one needs CacheDir (see Busybox).
 type Options struct {
 	// GoRoot is the host directory of a Linux Go toolchain, copied to
 	// GoRootInImage. Empty means the GOROOT of the `go` command on PATH.
@@ -87,9 +90,11 @@ type Options struct {
 	// Empty means GoRoot. It excludes GoRoot and NoGo.
 	GoVersion string
 
-	// CacheDir holds what GoVersion and CToolchain fetch: a module cache
-	// of its own, the Debian packages and their unpacked tree. Required
-	// with either.
+	// CacheDir holds what GoVersion, CToolchain and a missing host busybox
+	// (see Busybox) fetch: a module cache of its own, the Debian packages
+	// and their unpacked trees. Required with GoVersion or CToolchain, and
+	// on a host without a static busybox unless Busybox or NoBusybox is
+	// set.
 	CacheDir string
 
 	// CToolchain adds a layer with a C toolchain (gcc, binutils, libc6-dev
@@ -117,13 +122,17 @@ type Options struct {
 	Program string
 
 	// Busybox is the host path of a static busybox, linked as /bin/sh and
-	// the other applets. Empty means DefaultBusybox if it exists and is
-	// static; otherwise the image has no shell and runs argv only. A path
-	// that is not a static executable of the toolchain's architecture is
-	// an error.
+	// the other applets. Empty means DefaultBusybox if it is a static
+	// executable of the toolchain's architecture; otherwise Debian's
+	// busybox-static at the version BusyboxPackage pins, fetched with
+	// apt-get into CacheDir and checked against apt's SHA256 like the C
+	// toolchain's packages, and ErrNoBusybox when that fails. A path that
+	// is not a static executable of the toolchain's architecture is an
+	// error.
 	Busybox string
 
-	// NoBusybox leaves busybox out even when the host has one.
+	// NoBusybox leaves busybox out even when the host has one: the image
+	// has no shell and runs argv only.
 	NoBusybox bool
 
 	// CABundle is the host path of a PEM bundle of CA certificates, copied
@@ -330,7 +339,11 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 			return nil, fmt.Errorf("image: fetched go%s, but %s holds %s", strings.TrimPrefix(opts.GoVersion, "go"), dir, tc.version)
 		}
 	}
-	bb, err := findBusybox(opts, tc)
+	goarch := ""
+	if tc != nil {
+		goarch = tc.goarch
+	}
+	bb, err := findBusybox(ctx, opts, goarch)
 	if err != nil {
 		return nil, err
 	}
@@ -397,33 +410,6 @@ func findCABundle(opts Options) (*caBundle, error) {
 	return ca, nil
 }
 
-// findBusybox returns the busybox opts ask for, or nil for none.
-func findBusybox(opts Options, tc *toolchain) (*busybox, error) {
-	if opts.NoBusybox {
-		return nil, nil
-	}
-	name, explicit := opts.Busybox, opts.Busybox != ""
-	if !explicit {
-		if _, err := os.Stat(DefaultBusybox); err != nil {
-			return nil, nil
-		}
-		name = DefaultBusybox
-	}
-	bb, err := inspectBusybox(name)
-	if err == nil && tc != nil && bb.arch != tc.goarch {
-		err = fmt.Errorf("%s is %s, the toolchain %s", name, bb.arch, tc.goarch)
-	}
-	if err != nil {
-		if !explicit {
-			// A dynamic busybox from Debian's "busybox" package is not
-			// an error: the image works for argv-only runs without it.
-			return nil, nil
-		}
-		return nil, fmt.Errorf("image: busybox: %w", err)
-	}
-	return bb, nil
-}
-
 // goTag returns the default tag for a Go version: "go1.26.8" gives
 // "stockade/go:1.26.8-local". A development version is reduced to the tag
 // alphabet.
@@ -468,6 +454,10 @@ type Info struct {
 	// CPackages is LabelCPackages: empty without the C toolchain, and for
 	// images built before the label existed.
 	CPackages string
+	// Busybox is LabelBusybox: empty for an image without a shell
+	// (NoBusybox, or built on a host without busybox before Build fetched
+	// Debian's).
+	Busybox string
 	// Pinned is the registry reference (name@digest) of an image
 	// Stockade uses but did not build; empty for images Build made.
 	Pinned string
@@ -489,7 +479,7 @@ func List(ctx context.Context, eng Lister) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(imgs))
 	for _, im := range imgs {
-		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], CPackages: im.Labels[LabelCPackages], Size: im.Size})
+		out = append(out, Info{ID: im.ID, Tags: cleanTags(im.RepoTags), GoVersion: im.Labels[LabelGoVersion], Inputs: im.Labels[LabelInputs], CToolchain: im.Labels[LabelCToolchain], CPackages: im.Labels[LabelCPackages], Busybox: im.Labels[LabelBusybox], Size: im.Size})
 	}
 	sortInfos(out)
 	return out, nil

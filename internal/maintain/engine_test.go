@@ -62,7 +62,11 @@ func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		_, shared.err = image.Build(ctx, c, image.Options{})
+		var cache string
+		if cache, shared.err = enginetest.ImageCacheDir(); shared.err != nil {
+			return
+		}
+		_, shared.err = image.Build(ctx, c, image.Options{CacheDir: cache})
 	})
 	if shared.err != nil {
 		t.Fatalf("preparing the shared engine fixtures: %v", shared.err)

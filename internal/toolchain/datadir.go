@@ -25,6 +25,10 @@ const (
 	CacheDirMode = 0o777
 	// RunDirMode is a run directory's mode inside the data directory.
 	RunDirMode = 0o711
+	// ToolchainsDir is the directory in the data directory that keeps
+	// what image builds fetch (image.Options.CacheDir): Go releases from
+	// the module proxy, Debian packages and their unpacked trees.
+	ToolchainsDir = "toolchains"
 	// LockFile is the name of the lock file in the data directory.
 	LockFile = "lock"
 	// MarkerFile marks a directory as a Stockade data directory. It is

@@ -51,7 +51,12 @@ func testImage(t *testing.T, eng *dockerapi.Client, withGo bool) string {
 	r.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		res, err := image.Build(ctx, eng, image.Options{NoGo: !withGo})
+		cache, err := enginetest.ImageCacheDir()
+		if err != nil {
+			r.err = err
+			return
+		}
+		res, err := image.Build(ctx, eng, image.Options{NoGo: !withGo, CacheDir: cache})
 		r.id, r.err = res.ID, err
 	})
 	if r.err != nil {
@@ -74,7 +79,12 @@ func gateImage(t *testing.T, eng *dockerapi.Client) string {
 	gateImg.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		res, err := image.BuildGate(ctx, eng, image.Options{})
+		cache, err := enginetest.ImageCacheDir()
+		if err != nil {
+			gateImg.err = err
+			return
+		}
+		res, err := image.BuildGate(ctx, eng, image.Options{CacheDir: cache})
 		gateImg.id, gateImg.err = res.ID, err
 	})
 	if gateImg.err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -154,7 +155,7 @@ func (r *Runner) gateImage(ctx context.Context) (string, error) {
 	if !ok {
 		return "", errors.New("toolchain: no gate image configured (Config.GateImage) and the engine cannot load one")
 	}
-	res, err := image.BuildGate(ctx, ie, image.Options{Logger: r.log})
+	res, err := image.BuildGate(ctx, ie, image.Options{Logger: r.log, CacheDir: filepath.Join(r.dataDir, ToolchainsDir)})
 	if err != nil {
 		return "", fmt.Errorf("toolchain: %w", err)
 	}

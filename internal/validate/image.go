@@ -105,7 +105,9 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	}
 	cset := image.CPackagesDigest(set)
 	for _, in := range infos {
-		if in.GoVersion != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
+		// An image without a shell (no busybox) cannot run inspect's
+		// steps; one built that way is passed over, and a new one built.
+		if in.GoVersion != "" && in.Busybox != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
 			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
 			tags[in.ID] = in.Tags
 		}
@@ -118,10 +120,10 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	if !c.Local {
 		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: apt}
 		from := "the host's go" + c.Go
-		if c.Source == imagetable.SourceProxy || req.Cgo {
-			if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
-				return imageChoice{}, err
-			}
+		// Always a cache: besides a release and the C toolchain, a host
+		// without a static busybox has Debian's fetched into it.
+		if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
+			return imageChoice{}, err
 		}
 		if c.Source == imagetable.SourceProxy {
 			opts.GoVersion = c.Go
@@ -184,7 +186,7 @@ func Releases(ctx context.Context, dataDir string) *imagetable.Table {
 		dataDir, _ = DefaultDataDir()
 	}
 	if dataDir != "" {
-		for _, v := range image.FetchedReleases(filepath.Join(dataDir, "toolchains")) {
+		for _, v := range image.FetchedReleases(filepath.Join(dataDir, toolchain.ToolchainsDir)) {
 			if more, err := t.With(imagetable.Entry{Go: v}); err == nil {
 				t = more // a release also in the table is there already
 			}
@@ -274,8 +276,9 @@ func firstTag(tags []string, id string) string {
 	return id
 }
 
-// ToolchainCache returns the directory where Go releases fetched through
-// the module proxy are kept: toolchains/ in dataDir (empty means
+// ToolchainCache returns the directory where image builds keep what they
+// fetch (image.Options.CacheDir: Go releases from the module proxy, Debian
+// packages): toolchain.ToolchainsDir in dataDir (empty means
 // DefaultDataDir()), which is prepared as a data directory first
 // (toolchain.PrepareDataDir), so a foreign directory is refused before
 // anything is written into it.
@@ -293,5 +296,5 @@ func ToolchainCache(dataDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, "toolchains"), nil
+	return filepath.Join(dir, toolchain.ToolchainsDir), nil
 }

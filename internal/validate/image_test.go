@@ -57,7 +57,7 @@ func localImage(goVersion string, hex byte) dockerapi.ImageSummary {
 	return dockerapi.ImageSummary{
 		ID:       "sha256:" + strings.Repeat(string(hex), 64),
 		RepoTags: []string{"stockade/go:" + strings.TrimPrefix(goVersion, "go") + "-local"},
-		Labels:   map[string]string{label.Managed: label.ManagedValue, label.Kind: label.KindImage, image.LabelGoVersion: goVersion},
+		Labels:   map[string]string{label.Managed: label.ManagedValue, label.Kind: label.KindImage, image.LabelGoVersion: goVersion, image.LabelBusybox: "sha256:bb"},
 	}
 }
 
@@ -124,6 +124,19 @@ func TestPickImage(t *testing.T) {
 		}
 		if c.img.ID != id('e') || !c.img.CToolchain {
 			t.Errorf("pickImage(go 1.26, cgo) = %+v; want the image of the current package set", c)
+		}
+	})
+	t.Run("an image without busybox is passed over", func(t *testing.T) {
+		shellless := localImage("go1.26.8", 'b')
+		delete(shellless.Labels, image.LabelBusybox)
+		// 'b' sorts before 'd': it must not win by order.
+		eng := &fakeImages{have: map[string]string{}, locals: []dockerapi.ImageSummary{shellless, localImage("go1.26.8", 'd')}}
+		c, err := pickImage(ctx, eng, ImageRequest{Directive: "1.26"}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.img.ID != id('d') {
+			t.Errorf("pickImage(go 1.26) = %+v; want the image with a busybox", c)
 		}
 	})
 	t.Run("newer than every release names the build command", func(t *testing.T) {

@@ -219,6 +219,14 @@ type Config struct {
 	// private destination. Loopback, link-local (cloud metadata) and
 	// unspecified destinations are refused whatever it says.
 	GateAllowPrivate []netip.Prefix
+	// GateCacheDir is where building Stockade's gate image (when a
+	// GateSpec names no image) keeps what it fetches
+	// (image.Options.CacheDir): Debian's busybox-static on a host without a
+	// static busybox at image.DefaultBusybox. Empty means nothing is
+	// fetched, and on such a host the gate image cannot be built
+	// (image.ErrNoBusybox): install busybox-static, set this, or give
+	// GateSpec.Image.
+	GateCacheDir string
 	// GateExtraHosts are "name:address" lines added to every gate's
 	// /etc/hosts, which the gate reads before DNS: to pin a name, or (in
 	// tests) to point an allowed name at a refused address. The address
@@ -285,6 +293,7 @@ type Provider struct {
 	gateHosts   []string
 	gateAny     bool // Config.GateUnrestricted
 	images      image.Engine
+	gateCache   string // Config.GateCacheDir
 	gateImgMu   sync.Mutex
 	gateImg     string // ID of the default gate image, once built
 
@@ -334,7 +343,7 @@ func New(cfg Config) (*Provider, error) {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
-		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c,
+		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c, gateCache: cfg.GateCacheDir,
 		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool)}, nil
 }
 

@@ -66,7 +66,7 @@ func (p *Provider) gateImage(ctx context.Context, g *sandbox.GateSpec) (string, 
 	if p.images == nil {
 		return "", errors.New("docker: no engine to build the gate image with; give GateSpec.Image")
 	}
-	res, err := image.BuildGate(ctx, p.images, image.Options{Logger: p.log})
+	res, err := image.BuildGate(ctx, p.images, image.Options{Logger: p.log, CacheDir: p.gateCache})
 	if err != nil {
 		return "", fmt.Errorf("docker: %w", err)
 	}
