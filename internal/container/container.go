@@ -61,6 +61,11 @@ type Mount struct {
 	SizeBytes int64
 	// Mode is a Tmpfs's permission bits; 0 means 01777.
 	Mode uint32
+	// CopyUp lets the engine fill an empty Volume with what the image has
+	// at Target when the container is made (started, on Podman); false
+	// mounts the volume as it is. Only the container that makes a copy of
+	// an image's directory sets it (toolchain.GoRoot).
+	CopyUp bool
 }
 
 // Spec describes a container.
@@ -184,6 +189,9 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			if m.Source == "" {
 				return dockerapi.ContainerConfig{}, fmt.Errorf("%w: %s mount at %q has no source", ErrInvalidSpec, m.Type, m.Target)
 			}
+			if m.Type == Bind && m.CopyUp {
+				return dockerapi.ContainerConfig{}, fmt.Errorf("%w: CopyUp at %q: only a volume is filled from the image", ErrInvalidSpec, m.Target)
+			}
 			if m.Type == Bind && !CleanAbs(m.Source) {
 				return dockerapi.ContainerConfig{}, fmt.Errorf("%w: bind source %q is not an absolute clean path", ErrInvalidSpec, m.Source)
 			}
@@ -193,7 +201,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 				// dragged in.
 				dm.BindOptions = &dockerapi.BindOptions{Propagation: "rprivate", NonRecursive: true}
 			} else {
-				dm.VolumeOptions = &dockerapi.VolumeOptions{NoCopy: true}
+				dm.VolumeOptions = &dockerapi.VolumeOptions{NoCopy: !m.CopyUp}
 			}
 			cfg.HostConfig.Mounts = append(cfg.HostConfig.Mounts, dm)
 		case Tmpfs:

@@ -21,6 +21,7 @@ const (
 	PurposeCleanup   = "cleanup" // removes what the container user wrote
 	PurposeSeedBuild = "seed"    // builds the trusted build-cache seed
 	PurposeGate      = "gate"    // the run's egress gate (internal/egress)
+	PurposeGoRoot    = "goroot"  // copies an image's GOROOT into its volume (toolchain.GoRoot)
 )
 
 // Scope says whose a toolchain container is; every field becomes a label

@@ -1015,7 +1015,7 @@ func TestGo_AcquireThenExecute(t *testing.T) {
 	for _, m := range ci.Mounts {
 		rw[m.Destination] = m.RW
 	}
-	if want := map[string]bool{SourceDir: false, ModCacheDir: true, BuildCacheDir: true, FixtureProxyDir: false}; !maps.Equal(rw, want) {
+	if want := map[string]bool{SourceDir: false, ModCacheDir: true, BuildCacheDir: true, FixtureProxyDir: false, image.GoRootInImage: false}; !maps.Equal(rw, want) {
 		t.Errorf("acquire container's mounts (destination: writable) %v; want %v", rw, want)
 	}
 	c, err := r.Start(ctx, Job{Profile: Execute, Source: snap.Dir, Timeout: 3 * time.Minute})
@@ -1037,6 +1037,77 @@ func TestGo_AcquireThenExecute(t *testing.T) {
 	res, err = c.Exec(ctx, sh("go mod download stockade.test/greet@v1.0.1 2>&1; echo exit=$?; touch /modcache/x 2>&1 | grep -c 'Read-only'"), ExecOptions{})
 	if err != nil || !strings.Contains(string(res.Stdout), "exit=1") || !strings.HasSuffix(string(res.Stdout), "1\n") {
 		t.Errorf("execute fetch/write: %q %v", res.Stdout, err)
+	}
+}
+
+// TestGoRoot_OneCopyPerImage: concurrent runs of an image with Go end up
+// with one published copy of its GOROOT (the losers' copies removed), a
+// runner mounts it read-only over the image's GOROOT, and an image without
+// Go gets none.
+func TestGoRoot_OneCopyPerImage(t *testing.T) {
+	eng := enginetest.Client(t)
+	img := testImage(t, eng, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sc := container.Scope{Owner: enginetest.Owner(t), Run: "goroot-test", DataDir: "goroot-test"}
+	copies := func() map[string]bool {
+		t.Helper()
+		vs, err := eng.VolumeList(ctx, dockerapi.Filters{"label": {label.Role + "=" + RoleGoRoot, LabelGoRootImage + "=" + img}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, v := range vs {
+			m[v.Name] = true
+		}
+		return m
+	}
+	// Unpublish the image's copy, so that the three race to publish one:
+	// its marker goes, and the copy stays for whoever mounts it now.
+	if err := eng.VolumeRemove(ctx, goRootPrefix+strings.TrimPrefix(img, "sha256:"), false); err != nil && !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Fatal(err)
+	}
+	before := copies()
+	names := make([]string, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names[i], errs[i] = GoRoot(ctx, eng, img, sc, quickBudgets)
+		}()
+	}
+	wg.Wait()
+	for i := range names {
+		if errs[i] != nil || names[i] == "" || names[i] != names[0] {
+			t.Fatalf("GoRoot: %q, %v; want one name for all (%q)", names[i], errs[i], names)
+		}
+	}
+	// The losers removed their copies: what is there now was there before
+	// (another run's, or one a crash left) or is the published one.
+	for n := range copies() {
+		if n != names[0] && !before[n] {
+			t.Errorf("copy %s of the image's GOROOT left behind; only %s is published", n, names[0])
+		}
+	}
+	if before[names[0]] {
+		t.Errorf("published %s, a copy made before the race", names[0])
+	}
+	if again, err := GoRoot(ctx, eng, img, sc, quickBudgets); err != nil || again != names[0] {
+		t.Errorf("GoRoot again = %q, %v; want %q", again, err, names[0])
+	}
+	if none, err := GoRoot(ctx, eng, testImage(t, eng, false), sc, quickBudgets); err != nil || none != "" {
+		t.Errorf("GoRoot of an image without Go = %q, %v; want none", none, err)
+	}
+	r := openRunner(t, eng, img, nil)
+	if r.Config().GoRoot != names[0] {
+		t.Errorf("runner's GoRoot %q; want %q", r.Config().GoRoot, names[0])
+	}
+	mustProbe(t, r)
+	res := mustRun(t, r, Job{Profile: Execute, BuildCache: mustCache(t, r), Cmd: []string{"sh", "-c", "go version && grep -w " + image.GoRootInImage + " /proc/mounts && touch " + image.GoRootInImage + "/x"}})
+	if !strings.Contains(string(res.Stdout), "go version go") || !strings.Contains(string(res.Stdout), " ro,") || !strings.Contains(string(res.Stderr), "Read-only file system") {
+		t.Errorf("go in a container over the GOROOT volume (mounted read-only, unwritable): exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 }
 

@@ -50,6 +50,11 @@ type Engine interface {
 	NetworkList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Network, error)
 	NetworkRemove(ctx context.Context, id string) error
 	NetworkConnect(ctx context.Context, network, container string, aliases ...string) error
+	// The image's GOROOT volume (GoRoot).
+	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
+	VolumeCreate(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error)
+	VolumeList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Volume, error)
+	VolumeRemove(ctx context.Context, name string, force bool) error
 }
 
 // Options configure Open.
@@ -188,6 +193,13 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 		return fail(err)
 	} else if n > 0 {
 		r.log.Info("removed crashed runs' directories", "dirs", n)
+	}
+	// The image's GOROOT from a volume is only faster: when it cannot be
+	// had, containers read the image's own, as they would without it.
+	if v, err := GoRoot(ctx, eng, r.cfg.Image, scopeOf(r.cfg), r.budgets); err != nil {
+		r.log.Warn("no GOROOT volume: containers read the image's GOROOT", "err", err)
+	} else {
+		r.cfg.GoRoot = v
 	}
 	// The run directory is searchable (not listable) by the container user,
 	// so the probe can reach its marker; the 0700 data directory above it

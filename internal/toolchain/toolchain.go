@@ -39,6 +39,7 @@ import (
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/egress"
+	"github.com/stockade/stockade/internal/image"
 )
 
 // Profile is what a container is for; it decides its mounts, network and
@@ -207,6 +208,10 @@ type Config struct {
 	// Owner, RunID and DataDirID label every container (label.Owner,
 	// label.Run, label.DataDir). A Runner sets them; NewSpec requires them.
 	Owner, RunID, DataDirID string
+	// GoRoot is the volume holding a copy of Image's GOROOT (GoRoot),
+	// mounted read-only over it in every profile. A Runner sets it; empty
+	// means the image's own.
+	GoRoot string
 }
 
 // Validate refuses a configuration that is malformed or would weaken a
@@ -352,7 +357,8 @@ type Job struct {
 	Timeout time.Duration
 
 	// anyCmd lets this package's engine tests run probe commands (sh,
-	// cat) in Acquire and Mutate; nothing outside the package can set it.
+	// cat) in Acquire and Mutate, and Start its long-lived container's
+	// sleep; nothing outside the package can set it.
 	anyCmd bool
 	// gateNet is the gate network of the run's gate for the job's
 	// profile, when it has network (GatePolicy): a Runner sets it, and
@@ -461,6 +467,9 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 		bind(job.Source, SourceDir, false)
 	}
 	bind(job.BuildCache, BuildCacheDir, true)
+	if cfg.GoRoot != "" {
+		s.Mounts = append(s.Mounts, container.Mount{Type: container.Volume, Source: cfg.GoRoot, Target: image.GoRootInImage})
+	}
 	switch job.Profile {
 	case Acquire, Mutate:
 		bind(job.ModCache, ModCacheDir, true)
