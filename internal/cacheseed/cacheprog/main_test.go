@@ -18,10 +18,10 @@ import (
 
 // client drives serve as the go command does.
 type client struct {
-	t   *testing.T
-	w   *io.PipeWriter
-	dec *json.Decoder
-	id  int64
+	t    *testing.T
+	msgs chan string // written to serve in order
+	dec  *json.Decoder
+	id   int64
 }
 
 func start(t *testing.T, c *cache) *client {
@@ -30,10 +30,19 @@ func start(t *testing.T, c *cache) *client {
 	done := make(chan error, 1)
 	go func() {
 		err := c.serve(inR, outW)
+		inR.Close() // fails writes nobody will read
 		outW.Close()
 		done <- err
 	}()
-	cl := &client{t: t, w: inW, dec: json.NewDecoder(bufio.NewReader(outR))}
+	cl := &client{t: t, msgs: make(chan string, 1<<12), dec: json.NewDecoder(bufio.NewReader(outR))}
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for m := range cl.msgs {
+			inW.Write([]byte(m))
+		}
+		inW.Close()
+	}()
 	var hello response
 	if err := cl.dec.Decode(&hello); err != nil {
 		t.Fatal(err)
@@ -42,7 +51,8 @@ func start(t *testing.T, c *cache) *client {
 		t.Fatalf("KnownCommands = %q", got)
 	}
 	t.Cleanup(func() {
-		inW.Close()
+		close(cl.msgs)
+		<-wrote
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
@@ -50,10 +60,21 @@ func start(t *testing.T, c *cache) *client {
 	return cl
 }
 
-// send writes a request the way cmd/go does: the JSON object, a newline, an
-// empty line, then for a put the base64 body as a JSON string.
+// send writes a request and waits for its response.
 func (c *client) send(cmd string, action, output []byte, body []byte) response {
 	c.t.Helper()
+	id := c.write(cmd, action, output, body)
+	res := c.read()
+	if res.ID != id {
+		c.t.Fatalf("response ID %d; want %d", res.ID, id)
+	}
+	return res
+}
+
+// write writes a request the way cmd/go does: the JSON object, a newline, an
+// empty line, then for a put the base64 body as a JSON string. It returns
+// the request's ID.
+func (c *client) write(cmd string, action, output []byte, body []byte) int64 {
 	c.id++
 	req := map[string]any{"ID": c.id, "Command": cmd}
 	if action != nil {
@@ -70,13 +91,21 @@ func (c *client) send(cmd string, action, output []byte, body []byte) response {
 	if len(body) > 0 {
 		msg += `"` + base64.StdEncoding.EncodeToString(body) + "\"\n"
 	}
-	go c.w.Write([]byte(msg))
+	c.raw(msg)
+	return c.id
+}
+
+// raw writes msg without waiting for serve to read it.
+func (c *client) raw(msg string) {
+	c.msgs <- msg
+}
+
+// read returns the next response.
+func (c *client) read() response {
+	c.t.Helper()
 	var res response
 	if err := c.dec.Decode(&res); err != nil {
 		c.t.Fatal(err)
-	}
-	if res.ID != c.id {
-		c.t.Fatalf("response ID %d; want %d", res.ID, c.id)
 	}
 	return res
 }
@@ -102,14 +131,16 @@ func seedEntry(t *testing.T, root string, action []byte, body []byte) []byte {
 func TestServe(t *testing.T) {
 	seed, dir := t.TempDir(), t.TempDir()
 	now := time.Unix(1800000000, 0)
-	c := start(t, &cache{seed: seed, dir: dir, now: func() time.Time { return now }})
+	seedOut := seedEntry(t, seed, id("seeded"), []byte("compiled fmt"))
+	cc := newCache(seed, dir)
+	cc.now = func() time.Time { return now }
+	c := start(t, cc)
 
 	// A miss.
 	if res := c.send("get", id("nothing"), nil, nil); !res.Miss || res.Err != "" {
 		t.Errorf("get of an unknown action = %+v; want a miss", res)
 	}
 	// A hit in the seed answers with the seed's file.
-	seedOut := seedEntry(t, seed, id("seeded"), []byte("compiled fmt"))
 	res := c.send("get", id("seeded"), nil, nil)
 	if res.Miss || !bytes.Equal(res.OutputID, seedOut) || res.Size != 12 || res.DiskPath != name(seed, seedOut, "d") {
 		t.Errorf("get of a seeded action = %+v", res)
@@ -196,7 +227,7 @@ func TestPutReplacesPlantedLinks(t *testing.T) {
 	if err := os.Link(victim, name(dir, out[:], "d")); err != nil {
 		t.Fatal(err)
 	}
-	c := start(t, &cache{seed: seed, dir: dir, now: time.Now})
+	c := start(t, newCache(seed, dir))
 	if res := c.send("put", id("x"), out[:], body); res.Err != "" {
 		t.Fatal(res.Err)
 	}
