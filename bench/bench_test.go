@@ -404,12 +404,11 @@ func step(name string) func(run) time.Duration {
 func (s *suite) container(ctx context.Context, f, cache string, seed cacheseed.Seed) run {
 	t := s.t
 	before := countEntries(cache)
-	job := toolchain.Job{Profile: toolchain.Execute, Cmd: []string{"sleep", "3600"}, Source: s.mods[f], ModCache: s.modCache, BuildCache: cache, Env: seed.Env(), Timeout: time.Hour}
+	job := toolchain.Job{Profile: toolchain.Execute, Cmd: []string{"sleep", "3600"}, Source: s.mods[f], ModCache: s.modCache, BuildCache: cache, Env: seed.Env(), ReadOnly: seed.Mounts(), Timeout: time.Hour}
 	spec, err := toolchain.NewSpec(s.tcfg, job)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Mounts = append(spec.Mounts, seed.Mounts()...)
 	cfg, err := spec.Config()
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ const (
 	progOut     = outTarget + "/bin/cacheprog"
 	warmModule  = "stockade.local/seedwarm"
 	progModule  = "stockade.local/cacheprog"
+	indexFile   = "index" // the seed's index in its cache, as cacheprog -index writes it
 	warmPackage = "seedwarm"
 )
 
@@ -156,13 +157,17 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 		env:     map[string]string{"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "GOOS": "", "GOARCH": ""},
 		timeout: stepTimeout,
 	})
+	// 4. The seed's index, which cacheprog loads at startup instead of
+	// reading two files per lookup: written last, so it lists every entry
+	// the steps above left, each checked to have its body.
+	steps = append(steps, step{name: "index", dir: "/", args: []string{progOut, "-index", buildCache}, timeout: stepTimeout})
 	for _, s := range steps {
 		if _, err := r.run(ctx, s); err != nil {
 			return Meta{}, err
 		}
 	}
 
-	// 4. The host's read-only copy, in a temporary directory renamed into
+	// 5. The host's read-only copy, in a temporary directory renamed into
 	// place. A copy a crashed build left is removed first: we hold the
 	// key's lock, so no one else writes one.
 	removeStaleCopies(seeds, key, log)
@@ -178,6 +183,9 @@ func build(ctx context.Context, eng container.Engine, cfg Config, key, dir strin
 	}()
 	files, bytes, err := copyCache(filepath.Join(out, "cache"), filepath.Join(tmp, "cache"))
 	if err != nil {
+		return Meta{}, err
+	}
+	if err := copyFile(filepath.Join(out, "cache", indexFile), filepath.Join(tmp, "cache", indexFile), 0o444); err != nil {
 		return Meta{}, err
 	}
 	if err := copyFile(filepath.Join(out, "bin", "cacheprog"), filepath.Join(tmp, "bin", "cacheprog"), 0o555); err != nil {

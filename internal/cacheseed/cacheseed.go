@@ -83,7 +83,7 @@ const (
 
 // format versions the seed's layout and the recipe that fills it; a change
 // to either changes every key, so old seeds are never read by new code.
-const format = "stockade-cacheseed-2"
+const format = "stockade-cacheseed-3"
 
 // MinGoVersion is the oldest toolchain with GOCACHEPROG on by default.
 const MinGoVersion = "go1.24"
