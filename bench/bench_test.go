@@ -189,6 +189,13 @@ func setup(t *testing.T) *suite {
 		Limits: container.ToolchainLimits().Clamp(ncpu),
 		Owner:  owner, RunID: "bench-" + container.RandomHex(4), DataDirID: toolchain.DataDirID(dataDir),
 	}
+	// The image's GOROOT from its volume, as a Runner gives every
+	// toolchain container (toolchain.GoRoot).
+	goroot, err := toolchain.GoRoot(ctx, eng, img.ID, container.Scope{Owner: owner, Run: s.tcfg.RunID, DataDir: s.tcfg.DataDirID}, container.Budgets{})
+	if err != nil {
+		t.Fatalf("GOROOT volume: %v", err)
+	}
+	s.tcfg.GoRoot = goroot
 	s.modCache = s.dir777(filepath.Join(run, "modcache"))
 	for _, f := range fixtures {
 		dst := filepath.Join(run, "src", f)
