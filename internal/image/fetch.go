@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -121,7 +120,10 @@ func FetchGo(ctx context.Context, version, cacheDir string) (string, error) {
 			return "", fmt.Errorf("image: %w", err)
 		}
 	}
-	cmd := exec.CommandContext(ctx, "go", "version")
+	cmd, err := goCommand(ctx, "version")
+	if err != nil {
+		return "", err
+	}
 	cmd.Dir = work
 	// From scratch but for PATH and HOME: no GOFLAGS, GONOSUMDB,
 	// GOINSECURE or go env file can weaken the verification.
@@ -170,7 +172,10 @@ func fetched(dir, v string) bool {
 // hostModuleEnv returns the GOPROXY and GOSUMDB the host's go command
 // uses (environment and go env file), refusing GOSUMDB=off.
 func hostModuleEnv(ctx context.Context) (proxy, sumdb string, err error) {
-	cmd := exec.CommandContext(ctx, "go", "env", "-json", "GOPROXY", "GOSUMDB")
+	cmd, err := goCommand(ctx, "env", "-json", "GOPROXY", "GOSUMDB")
+	if err != nil {
+		return "", "", err
+	}
 	cmd.Dir = os.TempDir()
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=")
 	var stderr bytes.Buffer

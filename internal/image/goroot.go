@@ -44,13 +44,32 @@ var skipTop = map[string]bool{
 	".git": true,
 }
 
+// ErrNoGoCommand reports a host without the go command where composing a
+// toolchain image needs it: to copy the host's GOROOT, or to fetch another
+// Go release (FetchGo runs it). Runs that find their image in the engine
+// never need it.
+var ErrNoGoCommand = errors.New("image: no go command on PATH")
+
+// goCommand is the host's go command with args, or ErrNoGoCommand with
+// what to do instead.
+func goCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	path, err := exec.LookPath("go")
+	if err != nil {
+		return nil, fmt.Errorf("%w: composing a toolchain image copies the host's Go, and fetching another release runs it; install Go (https://go.dev/dl/) and run again, build the image where Go is installed against the same engine (stockade image build [-go VERSION]), or name an image the engine has with -image", ErrNoGoCommand)
+	}
+	return exec.CommandContext(ctx, path, args...), nil
+}
+
 // DefaultGoRoot returns the GOROOT of the `go` command on PATH. It runs
 // `go env GOROOT` outside any module with GOTOOLCHAIN=local, so neither a
 // go.mod in the working directory nor a toolchain switch picks another Go.
 func DefaultGoRoot(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, goEnvTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "env", "GOROOT")
+	cmd, err := goCommand(ctx, "env", "GOROOT")
+	if err != nil {
+		return "", err
+	}
 	cmd.Dir = os.TempDir()
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=")
 	var stderr bytes.Buffer

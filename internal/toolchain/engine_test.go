@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/agent/agentbin"
+	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/enginetest"
@@ -919,7 +919,11 @@ func probeChild(t *testing.T, hidden string) {
 func TestProbe_ImageWithoutListing(t *testing.T) {
 	eng := enginetest.Client(t)
 	prog := filepath.Join(t.TempDir(), "prog")
-	if err := os.WriteFile(prog, agentbin.For("amd64"), 0o755); err != nil {
+	bin, err := programs.Agent.For("amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

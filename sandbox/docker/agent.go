@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/agent"
-	"github.com/stockade/stockade/internal/agent/agentbin"
+	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -99,7 +99,7 @@ type agentSlot struct {
 // agentVolumeName is the name of the owner's volume holding bin.
 func (p *Provider) agentVolumeName(bin []byte) string {
 	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "agent-" + hex.EncodeToString(h[:4]) + "-" + agentbin.Digest(bin)[:12]
+	return container.NamePrefix + "agent-" + hex.EncodeToString(h[:4]) + "-" + programs.Digest(bin)[:12]
 }
 
 // agentLabels are what the agent's volume and filler carry.
@@ -127,9 +127,9 @@ func (p *Provider) agentMount(ctx context.Context, image string) (m container.Mo
 			p.log.Warn("no agent: engine info", "err", err)
 			return m, false
 		}
-		a.arch, a.bin = true, agentbin.For(info.Architecture)
-		if a.bin == nil {
-			p.log.Info("no agent for this engine's architecture; commands go through the engine", "arch", info.Architecture)
+		a.arch = true
+		if a.bin, err = programs.Agent.For(info.Architecture); err != nil {
+			p.log.Info("no agent for this engine; commands go through the engine", "arch", info.Architecture, "err", err)
 		}
 	}
 	if a.bin == nil {

@@ -84,7 +84,7 @@
 //
 // Unless Config.NoAgent, every sandbox mounts, read-only at /.stockade, a
 // volume of the owner's holding the agent (cmd/stockade-agent, shipped in
-// the library by internal/agent/agentbin: no Go toolchain is needed here,
+// the library by internal/programs: no Go toolchain is needed here,
 // and no shell in the image to place it), and the backend starts it once
 // per sandbox, as the sandbox user, through an engine exec whose stdin and
 // stdout are its channel. The sandbox user's commands and the backend's
@@ -219,8 +219,15 @@ type Config struct {
 	// private destination. Loopback, link-local (cloud metadata) and
 	// unspecified destinations are refused whatever it says.
 	GateAllowPrivate []netip.Prefix
-	// GateCacheDir is where building Stockade's gate image (when a
-	// GateSpec names no image) keeps what it fetches
+	// GateImage is the image of every gate whose GateSpec names none: a
+	// NetLimited session's without GateSpec.Image, and a NetUnrestricted
+	// session's under GateUnrestricted (which has no GateSpec). Empty means
+	// Stockade's own (stockade/gate:local), composed on first use from the
+	// gate program this library carries (internal/programs): no Go
+	// toolchain or source tree is needed.
+	GateImage string
+	// GateCacheDir is where composing Stockade's gate image (when neither
+	// GateSpec.Image nor GateImage names one) keeps what it fetches
 	// (image.Options.CacheDir): Debian's busybox-static on a host without a
 	// static busybox at image.DefaultBusybox. Empty means nothing is
 	// fetched, and on such a host the gate image cannot be built
@@ -295,7 +302,7 @@ type Provider struct {
 	images      image.Engine
 	gateCache   string // Config.GateCacheDir
 	gateImgMu   sync.Mutex
-	gateImg     string // ID of the default gate image, once built
+	gateImg     string // Config.GateImage, or the ID of Stockade's own once built
 
 	mu   sync.Mutex
 	cpus container.CPUs // the engine's, to clamp limits with
@@ -343,7 +350,7 @@ func New(cfg Config) (*Provider, error) {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
-		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c, gateCache: cfg.GateCacheDir,
+		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c, gateCache: cfg.GateCacheDir, gateImg: cfg.GateImage,
 		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool)}, nil
 }
 

@@ -52,8 +52,9 @@ func (p *Provider) gateLabels(id domain.ID) map[string]string {
 	return l
 }
 
-// gateImage returns the image a gate of spec runs: GateSpec.Image, or
-// Stockade's own, built on first use (image.BuildGate) and remembered.
+// gateImage returns the image a gate of spec runs: GateSpec.Image,
+// Config.GateImage, or Stockade's own, composed on first use
+// (image.BuildGate) and remembered.
 func (p *Provider) gateImage(ctx context.Context, g *sandbox.GateSpec) (string, error) {
 	if g.Image != "" {
 		return g.Image, nil
@@ -64,7 +65,7 @@ func (p *Provider) gateImage(ctx context.Context, g *sandbox.GateSpec) (string, 
 		return p.gateImg, nil
 	}
 	if p.images == nil {
-		return "", errors.New("docker: no engine to build the gate image with; give GateSpec.Image")
+		return "", errors.New("docker: no engine to load the gate image into; give Config.GateImage or GateSpec.Image")
 	}
 	res, err := image.BuildGate(ctx, p.images, image.Options{Logger: p.log, CacheDir: p.gateCache})
 	if err != nil {
