@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/internal/modproxy"
+	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"golang.org/x/mod/module"
 )

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/agent"
-	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
