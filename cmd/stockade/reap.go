@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/toolchain"
@@ -25,11 +26,16 @@ made them (their egress gates among them), and the gates' networks with
 the same labels. Then it removes the run directories (run-*) crashed runs
 left in the data directory. It takes the data directory's lock first, so a live
 run's containers and directories are never among them; it waits
--lock-timeout for a live run to finish. Nothing else is touched: no other
-container, image, volume or network, and nothing in a directory that does
-not carry Stockade's data directory marker.
+-lock-timeout for a live run to finish. Last, it removes the copies of
+toolchain images' GOROOT (volumes of about 250 MB each, shared by every
+run on the engine) whose image is gone or superseded: one of Stockade's
+toolchain images left without a tag by a newer build, which it removes too
+when no container uses it. Nothing else is touched: no other container,
+image, volume or network, nothing in use, and nothing in a directory that
+does not carry Stockade's data directory marker.
 
-It prints how many containers and run directories it removed.
+It prints how many containers, run directories and GOROOT volumes it
+removed.
 
 Examples:
 
@@ -79,6 +85,11 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []s
 		}
 		runs, err := toolchain.ReapRuns(ctx, eng, lock, cleanupImage(ctx, eng))
 		fmt.Fprintf(env.stdout, "removed %d run directory(ies) of %s\n", runs, dir)
+		if err != nil {
+			return err
+		}
+		vols, err := toolchain.SweepGoRoots(ctx, eng, container.Budgets{})
+		fmt.Fprintf(env.stdout, "removed %d GOROOT volume(s) of gone or superseded images\n", vols)
 		return err
 	}
 }

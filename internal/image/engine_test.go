@@ -2,6 +2,7 @@ package image_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -301,7 +302,12 @@ func TestDebianBusyboxImage(t *testing.T) {
 	image.SetHostBusybox(t, filepath.Join(t.TempDir(), "no-busybox"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*buildBudget)
 	defer cancel()
-	opts := image.Options{CacheDir: testToolchainCache(t)}
+	// A tag of its own: the image differs from the default one (another
+	// busybox) that other tests run by its default tag. Only the tag is
+	// removed at the end; the image goes with it unless it is the same.
+	tag := fmt.Sprintf("stockade-test/debian-busybox:%d", time.Now().UnixNano())
+	t.Cleanup(func() { c.ImageRemove(context.Background(), tag, false) })
+	opts := image.Options{CacheDir: testToolchainCache(t), Tag: tag}
 	r1, err := image.Build(ctx, c, opts)
 	if err != nil {
 		t.Fatalf("first Build: %v", err)

@@ -928,10 +928,14 @@ func TestProbe_ImageWithoutListing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := image.Build(ctx, eng, image.Options{NoGo: true, NoBusybox: true, NoCABundle: true, Program: prog})
+	// A tag of its own: the default (image.BaseTag) is the base image
+	// other tests run.
+	tag := "stockade-test/no-listing:" + container.RandomHex(6)
+	res, err := image.Build(ctx, eng, image.Options{NoGo: true, NoBusybox: true, NoCABundle: true, Program: prog, Tag: tag})
 	if err != nil {
 		t.Fatalf("build an image without ls: %v", err)
 	}
+	t.Cleanup(func() { eng.ImageRemove(context.Background(), tag, false) })
 	r := openRunner(t, eng, res.ID, nil)
 	err = r.Probe(ctx)
 	if err == nil || errors.Is(err, ErrMountInvisible) || !strings.Contains(err.Error(), "did not run") {
@@ -1044,34 +1048,90 @@ func TestGo_AcquireThenExecute(t *testing.T) {
 	}
 }
 
-// TestGoRoot_OneCopyPerImage: concurrent runs of an image with Go end up
-// with one published copy of its GOROOT (the losers' copies removed), a
-// runner mounts it read-only over the image's GOROOT, and an image without
-// Go gets none.
+// fakeGoImage builds a toolchain image of its own for a test that
+// publishes or sweeps GOROOT copies, so that it changes nothing another
+// test's image uses: a GOROOT holding only what Build and GoRoot check
+// (bin/go, here a static program that is not Go; VERSION) and a file
+// unique to the call, so the image ID is the test's own, tagged tag. The
+// image and its GOROOT volumes are removed when the test ends.
+func fakeGoImage(t *testing.T, eng *dockerapi.Client, tag string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"bin", "pkg/tool/linux_amd64", "src/runtime"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, err := programs.Agent.For("amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"bin/go":                 bin,
+		"VERSION":                []byte("go1.26.8\n"),
+		"src/runtime/unique.txt": []byte(container.RandomHex(16)),
+	} {
+		if err := os.WriteFile(filepath.Join(root, name), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cache, err := enginetest.ImageCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := image.Build(ctx, eng, image.Options{GoRoot: root, CacheDir: cache, Tag: tag})
+	if err != nil {
+		t.Fatalf("build a toolchain image of the test's own: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		vs, _ := eng.VolumeList(ctx, dockerapi.Filters{"label": {LabelGoRootImage + "=" + res.ID}})
+		slices.SortFunc(vs, func(a, b dockerapi.Volume) int { return strings.Compare(b.Labels[label.Role], a.Labels[label.Role]) })
+		for _, v := range vs {
+			eng.VolumeRemove(ctx, v.Name, true)
+		}
+		eng.ImageRemove(ctx, res.ID, true)
+	})
+	return res.ID
+}
+
+// goRootVolumes returns the names of image img's GOROOT copies and
+// markers.
+func goRootVolumes(t *testing.T, eng *dockerapi.Client, img string) (copies, markers []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	vs, err := eng.VolumeList(ctx, dockerapi.Filters{"label": {LabelGoRootImage + "=" + img}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		switch v.Labels[label.Role] {
+		case RoleGoRoot:
+			copies = append(copies, v.Name)
+		case RoleGoRootMarker:
+			markers = append(markers, v.Name)
+		}
+	}
+	return copies, markers
+}
+
+// TestGoRoot_OneCopyPerImage: three processes racing to copy an image's
+// GOROOT publish one copy, the losers remove theirs, and later calls find
+// it; an image without Go has none. The race runs on an image of the
+// test's own (fakeGoImage), so no other test's published copy is touched.
+// A runner mounts the copy of its image read-only, and the go command
+// works from it.
 func TestGoRoot_OneCopyPerImage(t *testing.T) {
+	t.Parallel()
 	eng := enginetest.Client(t)
-	img := testImage(t, eng, true)
+	img := fakeGoImage(t, eng, "stockade-test/goroot:"+container.RandomHex(6))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sc := container.Scope{Owner: enginetest.Owner(t), Run: "goroot-test", DataDir: "goroot-test"}
-	copies := func() map[string]bool {
-		t.Helper()
-		vs, err := eng.VolumeList(ctx, dockerapi.Filters{"label": {label.Role + "=" + RoleGoRoot, LabelGoRootImage + "=" + img}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]bool{}
-		for _, v := range vs {
-			m[v.Name] = true
-		}
-		return m
-	}
-	// Unpublish the image's copy, so that the three race to publish one:
-	// its marker goes, and the copy stays for whoever mounts it now.
-	if err := eng.VolumeRemove(ctx, goRootPrefix+strings.TrimPrefix(img, "sha256:"), false); err != nil && !errors.Is(err, dockerapi.ErrNotFound) {
-		t.Fatal(err)
-	}
-	before := copies()
 	names := make([]string, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
@@ -1088,15 +1148,8 @@ func TestGoRoot_OneCopyPerImage(t *testing.T) {
 			t.Fatalf("GoRoot: %q, %v; want one name for all (%q)", names[i], errs[i], names)
 		}
 	}
-	// The losers removed their copies: what is there now was there before
-	// (another run's, or one a crash left) or is the published one.
-	for n := range copies() {
-		if n != names[0] && !before[n] {
-			t.Errorf("copy %s of the image's GOROOT left behind; only %s is published", n, names[0])
-		}
-	}
-	if before[names[0]] {
-		t.Errorf("published %s, a copy made before the race", names[0])
+	if copies, markers := goRootVolumes(t, eng, img); !slices.Equal(copies, names[:1]) || len(markers) != 1 {
+		t.Errorf("copies %q, markers %q of the image's GOROOT; want only the published %s and its marker", copies, markers, names[0])
 	}
 	if again, err := GoRoot(ctx, eng, img, sc, quickBudgets); err != nil || again != names[0] {
 		t.Errorf("GoRoot again = %q, %v; want %q", again, err, names[0])
@@ -1104,14 +1157,78 @@ func TestGoRoot_OneCopyPerImage(t *testing.T) {
 	if none, err := GoRoot(ctx, eng, testImage(t, eng, false), sc, quickBudgets); err != nil || none != "" {
 		t.Errorf("GoRoot of an image without Go = %q, %v; want none", none, err)
 	}
-	r := openRunner(t, eng, img, nil)
-	if r.Config().GoRoot != names[0] {
-		t.Errorf("runner's GoRoot %q; want %q", r.Config().GoRoot, names[0])
+
+	real := testImage(t, eng, true)
+	published, err := GoRoot(ctx, eng, real, sc, quickBudgets)
+	if err != nil || published == "" {
+		t.Fatalf("GoRoot of the toolchain image = %q, %v", published, err)
+	}
+	r := openRunner(t, eng, real, nil)
+	if r.Config().GoRoot != published {
+		t.Errorf("runner's GoRoot %q; want %q", r.Config().GoRoot, published)
 	}
 	mustProbe(t, r)
 	res := mustRun(t, r, Job{Profile: Execute, BuildCache: mustCache(t, r), Cmd: []string{"sh", "-c", "go version && grep -w " + image.GoRootInImage + " /proc/mounts && touch " + image.GoRootInImage + "/x"}})
 	if !strings.Contains(string(res.Stdout), "go version go") || !strings.Contains(string(res.Stdout), " ro,") || !strings.Contains(string(res.Stderr), "Read-only file system") {
 		t.Errorf("go in a container over the GOROOT volume (mounted read-only, unwritable): exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// TestSweepGoRoots: the GOROOT copies of an image superseded by a newer
+// build of its tag go, with the image; those of a current image, and of a
+// superseded image a container still uses, stay; those of an image that
+// is gone go.
+func TestSweepGoRoots(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	sc := container.Scope{Owner: enginetest.Owner(t), Run: "goroot-sweep", DataDir: "goroot-sweep"}
+	tag := "stockade-test/goroot-sweep:" + container.RandomHex(6)
+	publish := func(img string) {
+		t.Helper()
+		if v, err := GoRoot(ctx, eng, img, sc, quickBudgets); err != nil || v == "" {
+			t.Fatalf("GoRoot(%s) = %q, %v", img, v, err)
+		}
+	}
+	old := fakeGoImage(t, eng, tag)
+	publish(old)
+	inUse := fakeGoImage(t, eng, tag) // supersedes old
+	publish(inUse)
+	// A container made from inUse (never started) keeps it, and its copy,
+	// once it is superseded too.
+	c, err := eng.ContainerCreate(ctx, container.RandomName("goroot-sweep"), dockerapi.ContainerConfig{
+		Image: inUse, Cmd: []string{"true"}, Labels: label.Base(sc.Owner, label.KindToolchain),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.ContainerRemove(context.Background(), c, dockerapi.RemoveOptions{Force: true}) })
+	current := fakeGoImage(t, eng, tag) // supersedes inUse, keeps the tag
+	publish(current)
+	gone := fakeGoImage(t, eng, "stockade-test/goroot-gone:"+container.RandomHex(6))
+	publish(gone)
+	if err := eng.ImageRemove(ctx, gone, true); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := SweepGoRoots(ctx, eng, quickBudgets); err != nil {
+		t.Fatalf("SweepGoRoots: %v", err)
+	}
+	for _, tc := range []struct {
+		what, img string
+		keep      bool
+	}{{"superseded", old, false}, {"superseded but in use", inUse, true}, {"current", current, true}, {"gone", gone, false}} {
+		copies, markers := goRootVolumes(t, eng, tc.img)
+		if kept := len(copies) == 1 && len(markers) == 1; kept != tc.keep || !tc.keep && len(copies)+len(markers) != 0 {
+			t.Errorf("%s image: copies %q, markers %q after the sweep; want kept %v", tc.what, copies, markers, tc.keep)
+		}
+	}
+	if _, err := eng.ImageInspect(ctx, old); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("the superseded image is still there (%v); want it removed with its copy", err)
+	}
+	if _, err := eng.ImageInspect(ctx, inUse); err != nil {
+		t.Errorf("the superseded image a container uses was removed: %v", err)
 	}
 }
 

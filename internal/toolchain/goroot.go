@@ -1,9 +1,11 @@
 package toolchain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +40,11 @@ import (
 // the same image removes it (sweepCopies).
 //
 // GOROOT volumes carry no owner and no data directory: like the images
-// they copy, they are the engine's, shared by every run and process, and
-// no sweep removes them.
+// they copy, they are the engine's, shared by every run and process. A
+// copy goes with its image: once the image is gone, or superseded (one of
+// Stockade's images left without a tag, because a newer build took it),
+// SweepGoRoots removes both, from `stockade reap` and from the run that
+// publishes a copy of the newer image.
 
 // Values of label.Role on GOROOT volumes.
 const (
@@ -59,6 +64,7 @@ const goRootPrefix = "stockade-goroot-"
 type GoRootEngine interface {
 	container.Engine
 	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
+	ImageRemove(ctx context.Context, ref string, force bool) error
 	VolumeCreate(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error)
 	VolumeList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Volume, error)
 	VolumeRemove(ctx context.Context, name string, force bool) error
@@ -140,7 +146,89 @@ func GoRoot(ctx context.Context, eng GoRootEngine, img string, sc container.Scop
 	}
 	keep = true
 	sweepCopies(ctx, eng, info.ID, name, b)
+	// A new image's first copy is when an older one may have been
+	// superseded: sweep those too. A failure only leaves disk in use.
+	SweepGoRoots(ctx, eng, b)
 	return name, nil
+}
+
+// SweepGoRoots removes the GOROOT volumes (copies and markers) of images
+// that are gone from the engine, and of Stockade's toolchain images that
+// lost their last tag to a newer build (superseded), removing such an
+// image first. Nothing in use is removed: the engine refuses to remove an
+// image a container was made from, or a volume a container mounts, and
+// those stay for a later sweep. Markers go before their copies, so a copy
+// is never published without its content. It returns how many volumes it
+// removed, and what the engine refused or failed besides "in use".
+func SweepGoRoots(ctx context.Context, eng GoRootEngine, b container.Budgets) (int, error) {
+	budget := b.OrDefaults().Remove
+	lctx, cancel := context.WithTimeout(ctx, budget)
+	vs, err := eng.VolumeList(lctx, dockerapi.Filters{"label": {label.Managed + "=" + label.ManagedValue, LabelGoRootImage}})
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("toolchain: goroot sweep: list volumes: %w", err)
+	}
+	byImage := map[string][]dockerapi.Volume{}
+	for _, v := range vs {
+		if r := v.Labels[label.Role]; v.Labels[label.Managed] == label.ManagedValue && (r == RoleGoRoot || r == RoleGoRootMarker) {
+			byImage[v.Labels[LabelGoRootImage]] = append(byImage[v.Labels[LabelGoRootImage]], v)
+		}
+	}
+	n := 0
+	var errs []error
+	for img, vols := range byImage {
+		gone, err := imageGone(ctx, eng, img, budget)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !gone {
+			continue
+		}
+		// Markers first.
+		slices.SortFunc(vols, func(a, b dockerapi.Volume) int {
+			return cmp.Compare(b.Labels[label.Role], a.Labels[label.Role])
+		})
+		for _, v := range vols {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+			err := eng.VolumeRemove(rctx, v.Name, false)
+			cancel()
+			switch {
+			case err == nil:
+				n++
+			case errors.Is(err, dockerapi.ErrNotFound), errors.Is(err, dockerapi.ErrConflict):
+				// Gone already, or in use: a later sweep.
+			default:
+				errs = append(errs, fmt.Errorf("toolchain: goroot sweep: remove %s: %w", v.Name, err))
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// imageGone reports whether image id is gone from the engine, removing it
+// first when it is one of Stockade's toolchain images without a tag
+// (superseded) and nothing uses it.
+func imageGone(ctx context.Context, eng GoRootEngine, id string, budget time.Duration) (bool, error) {
+	ictx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	info, err := eng.ImageInspect(ictx, id)
+	if errors.Is(err, dockerapi.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("toolchain: goroot sweep: inspect %s: %w", id, err)
+	}
+	if len(info.RepoTags) > 0 || info.Config.Labels[label.Managed] != label.ManagedValue || info.Config.Labels[image.LabelGoVersion] == "" {
+		return false, nil
+	}
+	switch err := eng.ImageRemove(ictx, info.ID, false); {
+	case err == nil, errors.Is(err, dockerapi.ErrNotFound):
+		return true, nil
+	case errors.Is(err, dockerapi.ErrConflict):
+		return false, nil // a container still uses it
+	default:
+		return false, fmt.Errorf("toolchain: goroot sweep: remove superseded image %s: %w", id, err)
+	}
 }
 
 // sweepCopies removes the copies of image id's GOROOT other than the

@@ -50,8 +50,9 @@ type Engine interface {
 	NetworkList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Network, error)
 	NetworkRemove(ctx context.Context, id string) error
 	NetworkConnect(ctx context.Context, network, container string, aliases ...string) error
-	// The image's GOROOT volume (GoRoot).
+	// The image's GOROOT volume (GoRoot, SweepGoRoots).
 	ImageInspect(ctx context.Context, ref string) (dockerapi.Image, error)
+	ImageRemove(ctx context.Context, ref string, force bool) error
 	VolumeCreate(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error)
 	VolumeList(ctx context.Context, filters dockerapi.Filters) ([]dockerapi.Volume, error)
 	VolumeRemove(ctx context.Context, name string, force bool) error
