@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade/internal/report"
 )
@@ -131,6 +134,84 @@ func TestWriteAtomic(t *testing.T) {
 			}
 			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 				t.Errorf("%d files left in the directory; want only the file", len(ents))
+			}
+		})
+	}
+}
+
+// TestEmit_OpenVEX: -openvex writes the document of a complete scan; when
+// no document can be made (an inconclusive scan, or none), it writes
+// nothing, says why, removes the document an earlier run left at the
+// path, and the exit code is not 0 even when the report's is.
+func TestEmit_OpenVEX(t *testing.T) {
+	scan := func(status report.ScanStatus) *report.Report {
+		r := report.New("/x")
+		r.Module, r.Go = "example.com/m", "1.24"
+		r.Vulns = &report.VulnScan{Status: status, Vulns: []report.Vuln{},
+			DB: report.VulnDB{Modified: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), SHA256: strings.Repeat("f1", 32)}}
+		if status == report.ScanInconclusive {
+			r.Vulns.Reasons = []string{"the scanner timed out"}
+		}
+		r.FinishScan(time.Second)
+		return r
+	}
+	noScan := report.New("/x")
+	noScan.Module = "example.com/m"
+	noScan.Finish(time.Second)
+
+	complete := scan(report.ScanComplete)
+	for _, tc := range []struct {
+		name     string
+		rep      *report.Report
+		earlier  bool // a document of an earlier run is at the path
+		wantCode int
+		wantDoc  bool
+		wantErr  []string
+	}{
+		{"complete", complete, true, complete.ExitCode, true, nil},
+		{"inconclusive", scan(report.ScanInconclusive), true, exitFindings, false, []string{"not written", "inconclusive", "removed"}},
+		{"no scan", noScan, false, exitFindings, false, []string{"not written"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vex := filepath.Join(t.TempDir(), "m.openvex.json")
+			if tc.earlier {
+				doc, err := report.OpenVEX(complete)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b bytes.Buffer
+				report.WriteOpenVEX(&b, doc)
+				os.WriteFile(vex, append(b.Bytes(), ' '), 0o644) // not this run's bytes
+			}
+			fs := flag.NewFlagSet("scan", flag.ContinueOnError)
+			f := addRunFlags(fs, "scan").withOpenVEX(fs)
+			if err := fs.Parse([]string{"-json", "-openvex", vex}); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			err := f.emit(&cmdEnv{stdout: &stdout, stderr: &stderr}, tc.rep)
+			if got := exitCode(err); got != tc.wantCode {
+				t.Errorf("exit %d (%v); want %d", got, err, tc.wantCode)
+			}
+			var rep report.Report
+			if json.Unmarshal(stdout.Bytes(), &rep) != nil || rep.Verdict != tc.rep.Verdict {
+				t.Errorf("stdout is not the -json report: %q", stdout.String())
+			}
+			got, rerr := os.ReadFile(vex)
+			if tc.wantDoc {
+				doc, _ := report.OpenVEX(tc.rep)
+				var want bytes.Buffer
+				report.WriteOpenVEX(&want, doc)
+				if rerr != nil || !bytes.Equal(got, want.Bytes()) {
+					t.Errorf("document %q, %v; want this scan's", got, rerr)
+				}
+			} else if !errors.Is(rerr, os.ErrNotExist) {
+				t.Errorf("a document is at %s (%v); want none", vex, rerr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr %q; want it to say %q", stderr.String(), w)
+				}
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/maintain"
+	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
 )
 
@@ -37,9 +40,12 @@ var firstUseRepo = map[string]string{
 // `go build -o` into a directory of its own, run from the user's own
 // repository outside this source tree (a git checkout of a module of its
 // own), with no GOFLAGS or GOWORK, over the public module proxy: inspect,
-// maintain, and scan with a database. Then the same three again with no go
-// command on PATH, now that the images exist. Nothing it runs may depend on
-// the working directory, on this source tree or on the host's Go.
+// maintain, and scan with a database, in text and -json, with -branch and
+// -openvex. Then the same three again with no go command on PATH, now that
+// the images exist. Nothing it runs may depend on the working directory,
+// on this source tree or on the host's Go. The workflows themselves are
+// proven in internal/validate and internal/maintain; this proves the
+// command a user runs.
 func TestFirstUse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds stockade and runs it against the engine and the module proxy")
@@ -84,7 +90,7 @@ func TestFirstUse(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
-	stockade := func(t *testing.T, env []string, wantCode int, want string, args ...string) {
+	stockade := func(t *testing.T, env []string, wantCode int, want string, args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), firstUseWait)
 		defer cancel()
@@ -97,17 +103,50 @@ func TestFirstUse(t *testing.T) {
 		if err != nil && code < 0 {
 			t.Fatalf("stockade %v: %v", args, err)
 		}
-		if code != wantCode || !strings.Contains(stdout.String(), want) {
-			t.Fatalf("stockade %v = exit %d; want %d and %q in the report\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, want, stdout.String(), stderr.String())
+		if code != wantCode || !strings.Contains(stdout.String()+stderr.String(), want) {
+			t.Fatalf("stockade %v = exit %d; want %d and %q\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, want, stdout.String(), stderr.String())
 		}
 		t.Logf("stockade %v: exit %d\n%s", args, code, stdout.String())
+		return stdout.String()
 	}
-	session := func(t *testing.T, env []string) {
+	// The text reports with go on PATH; -json, -branch and -openvex too.
+	t.Run("WithGo", func(t *testing.T) {
 		stockade(t, env, exitOK, "example.com/firstuse: CLEAN", "inspect", ".")
-		stockade(t, env, exitOK, "example.com/firstuse: PROPOSAL_PREPARED", "maintain", ".")
+		stockade(t, env, exitOK, "example.com/firstuse: PROPOSAL_PREPARED", "maintain", "-branch", "deps/uuid", ".")
+		if out, err := exec.Command("git", "-C", repo, "log", "-1", "--format=%s", "refs/heads/deps/uuid").Output(); err != nil || !strings.Contains(string(out), "github.com/google/uuid") {
+			t.Errorf("branch deps/uuid: %q, %v; want the proposal's commit", out, err)
+		}
+		stockade(t, env, exitUnsupported, "already exists", "maintain", "-branch", "deps/uuid", ".")
+		vex := filepath.Join(t.TempDir(), "firstuse.openvex.json")
+		var rep report.Report
+		if err := json.Unmarshal([]byte(stockade(t, env, exitFindings, vulndbtest.Stdlib, "scan", "-json", "-openvex", vex, "-vulndb", db, ".")), &rep); err != nil {
+			t.Fatalf("scan -json: %v", err)
+		}
+		if rep.Verdict != report.Vulnerable || rep.Vulns == nil || len(rep.Vulns.Called()) != 1 || rep.Vulns.Called()[0].ID != vulndbtest.Stdlib {
+			t.Errorf("scan -json: verdict %s, vulns %+v; want vulnerable, %s called", rep.Verdict, rep.Vulns, vulndbtest.Stdlib)
+		}
+		doc, err := report.OpenVEX(&rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		report.WriteOpenVEX(&want, doc)
+		if got, err := os.ReadFile(vex); err != nil || !bytes.Equal(got, want.Bytes()) || !strings.Contains(string(got), `"status": "affected"`) {
+			t.Errorf("-openvex wrote %q, %v; want the scan's document, %s affected", got, err, vulndbtest.Stdlib)
+		}
+	})
+	// The same runs with no go command on PATH, now that the images exist.
+	session := func(t *testing.T, env []string) {
+		var rep report.Report
+		if err := json.Unmarshal([]byte(stockade(t, env, exitOK, `"verdict"`, "inspect", "-json", ".")), &rep); err != nil || rep.Verdict != report.Clean {
+			t.Errorf("inspect -json: %v, verdict %s; want clean", err, rep.Verdict)
+		}
+		var mrep maintain.Report
+		if err := json.Unmarshal([]byte(stockade(t, env, exitOK, `"outcome"`, "maintain", "-json", ".")), &mrep); err != nil || mrep.Outcome != maintain.ProposalPrepared {
+			t.Errorf("maintain -json: %v, outcome %s; want %s", err, mrep.Outcome, maintain.ProposalPrepared)
+		}
 		stockade(t, env, exitFindings, vulndbtest.Stdlib, "scan", "-vulndb", db, ".")
 	}
-	t.Run("WithGo", func(t *testing.T) { session(t, env) })
 
 	var noGo []string
 	for _, kv := range env {

@@ -173,6 +173,14 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	if err != nil {
 		return err
 	}
+	return f.emit(env, rep)
+}
+
+// emit prints rep (-json or text), writes -openvex's document, and
+// returns the command's exit: rep's exit code, or exitFindings when a
+// document was asked for and cannot be made.
+func (f *runFlags) emit(env *cmdEnv, rep *report.Report) error {
+	var err error
 	if *f.asJSON {
 		err = report.WriteJSON(env.stdout, rep)
 	} else {

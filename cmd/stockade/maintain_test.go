@@ -78,69 +78,6 @@ func maintainRepo(t *testing.T, name string) string {
 	return dir
 }
 
-// TestMaintain_SameProposalOnTwoMachines runs stockade maintain on two
-// copies of the safe-patch fixture, the second with another HOME (whose
-// git configuration names another user and signs commits), time zone and
-// git identity in the environment, and -branch: both prepare the same
-// commit. Asking for the branch again is refused before anything runs.
-func TestMaintain_SameProposalOnTwoMachines(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs maintain against the engine")
-	}
-	enginetest.Client(t)
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The validate and maintain packages' engine tests use this data
-	// directory too: one build-cache seed serves all.
-	dataDir := filepath.Join(cache, "stockade-test", "validate")
-	proxy := filepath.Join("..", "..", "testdata", "modules")
-	maintainJSON := func(dir string, extra ...string) *maintain.Report {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		args := append([]string{"maintain", "-json", "-data-dir", dataDir, "-fixture-proxy", proxy}, extra...)
-		code := run(context.Background(), append(args, dir), &stdout, &stderr)
-		var rep maintain.Report
-		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-			t.Fatalf("maintain printed %q: %v\nstderr: %s", stdout.String(), err, stderr.String())
-		}
-		if code != exitOK || rep.Outcome != maintain.ProposalPrepared || len(rep.Attempts) != 1 || rep.Attempts[0].Proposal == nil {
-			t.Fatalf("maintain = exit %d, %s; want a proposal\nstderr: %s", code, rep.Outcome, stderr.String())
-		}
-		return &rep
-	}
-	first := maintainJSON(maintainRepo(t, "maintain-patch"))
-
-	home := t.TempDir()
-	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Other Machine\n\temail = other@example.com\n[commit]\n\tgpgSign = true\n"), 0o644)
-	t.Setenv("HOME", home)
-	t.Setenv("TZ", "Asia/Kathmandu")
-	for _, k := range []string{"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"} {
-		t.Setenv(k, "Somebody")
-	}
-	t.Setenv("GIT_AUTHOR_DATE", "2030-05-05T05:05:05+05:45")
-	dir := maintainRepo(t, "maintain-patch")
-	second := maintainJSON(dir, "-branch", "deps/greet")
-
-	p1, p2 := first.Attempts[0].Proposal, second.Attempts[0].Proposal
-	if p1.Commit != p2.Commit || p1.Ref != p2.Ref {
-		t.Errorf("the proposals differ: %s (%s) and %s (%s)", p1.Commit, p1.Ref, p2.Commit, p2.Ref)
-	}
-	if first.ConfigHash != second.ConfigHash {
-		t.Errorf("the configuration hashes differ: %s and %s", first.ConfigHash, second.ConfigHash)
-	}
-	out, err := exec.Command("git", "-C", dir, "rev-parse", "refs/heads/deps/greet").Output()
-	if err != nil || strings.TrimSpace(string(out)) != p2.Commit {
-		t.Errorf("branch deps/greet = %q, %v; want %s", out, err, p2.Commit)
-	}
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"maintain", "-data-dir", dataDir, "-fixture-proxy", proxy, "-branch", "deps/greet", dir}, &stdout, &stderr)
-	if code != exitUnsupported || !strings.Contains(stderr.String(), "already exists") {
-		t.Errorf("maintain -branch (existing) = exit %d, stderr %q; want %d naming the branch", code, stderr.String(), exitUnsupported)
-	}
-}
-
 // maintainRepoState is what of a repository must not change: every file under the
 // work tree and .git, byte for byte and with its mode, except the object
 // store and refs/stockade (the proposal), plus the objects reachable from
