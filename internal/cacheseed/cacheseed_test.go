@@ -158,21 +158,29 @@ type engineSeed struct {
 	dataDir string
 }
 
-// testSettings are the settings the toolchain profiles use.
-var testSettings = Settings{GOFLAGS: "-mod=mod", CGOEnabled: "0"}
+// testSettings are the settings validations run with
+// (internal/validate's seedSettings), so that the seed the tests check is
+// the one the shared data directory already holds when scripts/test
+// prepared it.
+var testSettings = Settings{GOFLAGS: "-mod=mod"}
 
-// testDataDir is a data directory under the user's cache directory: a
-// VM-backed engine sees the home directory, and the seed survives the run.
+// testDataDir is the data directory the engine tests share
+// (enginetest.SharedDataDir) when it exists, so the seed scripts/test
+// prepared there is the one checked; else stockade-test/cacheseed, a
+// directory of this package's own (creating the shared one here would
+// leave it without the data directory marker the toolchain runs require).
+// Both are under the user's cache directory, which a VM-backed engine
+// sees, and the seed survives the run.
 func testDataDir(t testing.TB) string {
 	t.Helper()
-	if d := os.Getenv("STOCKADE_TEST_DATADIR"); d != "" {
-		return d
-	}
-	base, err := os.UserCacheDir()
+	d, err := enginetest.SharedDataDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := filepath.Join(base, "stockade-test", "cacheseed")
+	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		return d
+	}
+	d = filepath.Join(filepath.Dir(d), "cacheseed")
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		t.Fatal(err)
 	}
