@@ -3,6 +3,7 @@ package cacheseed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -164,27 +165,93 @@ type engineSeed struct {
 // prepared it.
 var testSettings = Settings{GOFLAGS: "-mod=mod"}
 
-// testDataDir is the data directory the engine tests share
-// (enginetest.SharedDataDir) when it exists, so the seed scripts/test
-// prepared there is the one checked; else stockade-test/cacheseed, a
-// directory of this package's own (creating the shared one here would
-// leave it without the data directory marker the toolchain runs require).
-// Both are under the user's cache directory, which a VM-backed engine
-// sees, and the seed survives the run.
+// testDataDir is stockade-test/cacheseed under the user's cache directory
+// (which a VM-backed engine sees; the seed survives the run), a data
+// directory of this package's own: the containers these tests run carry
+// its ID, so no toolchain run of another package's tests on the shared
+// data directory reaps them. The seeds the shared one holds
+// (enginetest.SharedDataDir, where scripts/test prepared them) are
+// hard-linked in first, so the seed checked is the one prepared, and
+// built here only when there is none.
 func testDataDir(t testing.TB) string {
 	t.Helper()
-	d, err := enginetest.SharedDataDir()
+	shared, err := enginetest.SharedDataDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-		return d
-	}
-	d = filepath.Join(filepath.Dir(d), "cacheseed")
-	if err := os.MkdirAll(d, 0o700); err != nil {
+	d := filepath.Join(filepath.Dir(shared), "cacheseed")
+	if err := os.MkdirAll(filepath.Join(d, SeedsDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	ents, _ := os.ReadDir(filepath.Join(shared, SeedsDir))
+	for _, e := range ents {
+		src, dst := filepath.Join(shared, SeedsDir, e.Name()), filepath.Join(d, SeedsDir, e.Name())
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(src, "seed.json")); err != nil {
+			continue // not finished
+		}
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		tmp := filepath.Join(d, SeedsDir, ".link-"+e.Name()+"-"+container.RandomHex(4))
+		if err := linkTree(src, tmp); err != nil {
+			os.RemoveAll(tmp)
+			t.Logf("linking the shared seed %s: %v (it is built here instead)", e.Name(), err)
+			continue
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			chmodTree(tmp)
+			os.RemoveAll(tmp)
+		}
+	}
 	return d
+}
+
+// linkTree hard-links every file of src into dst, making its directories
+// with their modes (read-only ones last, once filled).
+func linkTree(src, dst string) error {
+	var dirs []string
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			dirs = append(dirs, p)
+			return os.MkdirAll(target, 0o700)
+		case d.Type().IsRegular():
+			return os.Link(p, target)
+		}
+		return fmt.Errorf("%s: not a file or directory", p)
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		fi, err := os.Stat(dirs[i])
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, dirs[i])
+		if err := os.Chmod(filepath.Join(dst, rel), fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chmodTree makes the directories under dir writable, so they can go.
+func chmodTree(dir string) {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
 }
 
 func setupEngine(t testing.TB) *engineSeed {
