@@ -154,7 +154,7 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	// Waiting is the one thing said off a terminal: a run that seems to
 	// hang should say why.
 	opts.OnLockWait = func(holder string) {
-		fmt.Fprintf(env.stderr, "stockade %s: another run holds the data directory (%s); waiting up to %v\n", f.cmd, holder, lockTimeout)
+		fmt.Fprintf(env.stderr, "stockade %s: the data directory's lock is held (%s); waiting up to %v\n", f.cmd, holder, lockTimeout)
 	}
 	stopProgress := func() {}
 	if !*f.verbose && isTerminal(env.stderr) {
@@ -162,7 +162,7 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 		stopProgress = p.stop
 		opts.Progress = p.phase
 		opts.OnLockWait = func(holder string) {
-			p.phase(fmt.Sprintf("waiting up to %v for the run holding the data directory (%s)", lockTimeout, holder))
+			p.phase(fmt.Sprintf("waiting up to %v for the data directory's lock (%s)", lockTimeout, holder))
 		}
 	}
 	rep, err := inspect(ctx, opts)

@@ -161,7 +161,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
 			Each: *each, Branch: *branch, Identity: who, Logger: log, VulnDB: db, PreferFixes: *preferFixes,
 			OnLockWait: func(holder string) {
-				fmt.Fprintf(env.stderr, "stockade maintain: another run holds the data directory (%s); waiting up to %v\n", holder, lockTimeout)
+				fmt.Fprintf(env.stderr, "stockade maintain: the data directory's lock is held (%s); waiting up to %v\n", holder, lockTimeout)
 			},
 		})
 		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) || errors.Is(err, vulndb.ErrInvalid) {

@@ -19,14 +19,16 @@ func init() {
 		summary: "remove containers a crashed run left behind",
 		usage: `usage: stockade reap [flags]
 
-Reap force-removes every toolchain container that a run on the data
-directory left behind, as inspect does before it starts: containers labelled
-as Stockade's toolchain containers for that data directory, whatever run
-made them (their egress gates among them), and the gates' networks with
-the same labels. Then it removes the run directories (run-*) crashed runs
-left in the data directory. It takes the data directory's lock first, so a live
-run's containers and directories are never among them; it waits
--lock-timeout for a live run to finish. Last, it removes the copies of
+Reap force-removes every toolchain container that a crashed run on the
+data directory left behind, as each run does when it starts: containers
+labelled as Stockade's toolchain containers for that data directory whose
+run is not live (their egress gates among them), and those runs' gate
+networks. Then it removes the run directories (run-*) crashed runs left in
+the data directory. A run holds a lock of its own in its run directory for
+as long as it lives, so a live run's containers and directory are never
+among them: reap can run while other runs go on. It takes the data
+directory's lock first (held briefly by a run while it starts), waiting up
+to -lock-timeout. Last, it removes the copies of
 toolchain images' GOROOT (volumes of about 250 MB each, shared by every
 run on the engine) whose image is gone or superseded: one of Stockade's
 toolchain images left without a tag by a newer build, which it removes too
@@ -48,7 +50,7 @@ Examples:
 func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
 	var (
 		dataDir     = fs.String("data-dir", "", "`DIR` whose runs' containers to reap; default $XDG_CACHE_HOME/stockade")
-		lockTimeout = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for a run holding the data directory")
+		lockTimeout = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for the data directory's lock (held by a run while it starts, or another reap)")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if len(args) != 0 {

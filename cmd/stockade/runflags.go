@@ -45,7 +45,7 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		fixtureProxy: fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy"),
 		proxy:        fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy),
 		dataDir:      fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade"),
-		lockTimeout:  fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for another run holding the data directory"),
+		lockTimeout:  fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for the data directory's lock, held briefly by a run starting or a reap (runs themselves go on side by side)"),
 		image:        fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>"),
 		pull:         fs.Bool("pull", false, "pull the -image reference if the engine does not have it"),
 		cgo:          fs.Bool("cgo", true, "use the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0"),

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
@@ -422,7 +423,7 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("cacheseed: %w", err)
 	}
-	in, err := os.OpenFile(src, os.O_RDONLY|noFollow, 0)
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return fmt.Errorf("cacheseed: %w", err)
 	}

@@ -53,6 +53,7 @@ import (
 
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/internal/lockfile"
 )
 
 // progSource is the GOCACHEPROG program, built inside the toolchain image.
@@ -294,11 +295,13 @@ func Ensure(ctx context.Context, eng container.Engine, cfg Config) (Seed, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	unlock, err := lock(ctx, filepath.Join(seeds, key+".lock"))
+	// One build per key at a time, in any number of processes; a crashed
+	// build's lock goes with its process.
+	lock, err := lockfile.Acquire(ctx, filepath.Join(seeds, key+".lock"), timeout, "seed "+key, nil)
 	if err != nil {
-		return Seed{}, err
+		return Seed{}, fmt.Errorf("cacheseed: waiting for another build of the seed: %w", err)
 	}
-	defer unlock()
+	defer lock.Unlock()
 	// Another process may have built it while we waited.
 	if s, err := open(dir, key); err == nil {
 		return s, nil

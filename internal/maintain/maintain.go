@@ -50,8 +50,8 @@ const (
 	// DefaultTimeout bounds each validation (the baseline's, each
 	// candidate's) and each arm of reruns.
 	DefaultTimeout = validate.DefaultTimeout
-	// DefaultLockTimeout is how long maintain waits for another run that
-	// holds the data directory.
+	// DefaultLockTimeout is how long maintain waits for the data
+	// directory's lock (held by a run while it starts, or a reap).
 	DefaultLockTimeout = validate.DefaultLockTimeout
 )
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/lockfile"
 	"github.com/stockade/stockade/internal/toolchain"
 )
 
@@ -127,8 +128,9 @@ func Key(version, image string) string {
 }
 
 // Ensure returns the pinned scanner for cfg.Image, building it on first
-// use: in a toolchain run of its own on cfg.DataDir (holding its lock), in
-// the Tool profile, with the generated module and its committed go.sum.
+// use: in a toolchain run of its own on cfg.DataDir, in the Tool profile,
+// with the generated module and its committed go.sum, one build per key at
+// a time (a lock file beside its directory).
 // The host copies the binary into DataDir/ScannersDir/Key, records its
 // sha256, and verifies it before it is kept. A stored scanner is returned
 // as it is: callers Verify the copy they mount before every use.
@@ -166,6 +168,19 @@ func Ensure(ctx context.Context, eng toolchain.Engine, cfg Config) (Scanner, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// One build per key at a time, in any number of processes: the
+	// others wait for it (its build budget at most) and find its scanner.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return Scanner{}, fmt.Errorf("scanner: %w", err)
+	}
+	lock, err := lockfile.Acquire(ctx, dir+".lock", timeout, "scanner "+key, nil)
+	if err != nil {
+		return Scanner{}, fmt.Errorf("scanner: waiting for another build of %s: %w", key, err)
+	}
+	defer lock.Unlock()
+	if s, err := open(dir, key); err == nil {
+		return s, nil
+	}
 	r, err := toolchain.Open(ctx, eng, toolchain.Options{
 		DataDir: dataDir, DefaultDataDir: cfg.DefaultDataDir, Owner: cfg.Owner,
 		Config: toolchain.Config{Image: cfg.Image}, LockTimeout: cfg.LockTimeout, Logger: log,
@@ -174,10 +189,6 @@ func Ensure(ctx context.Context, eng toolchain.Engine, cfg Config) (Scanner, err
 		return Scanner{}, err
 	}
 	defer r.Close(context.WithoutCancel(ctx))
-	// Another run may have built it while we waited for the lock.
-	if s, err := open(dir, key); err == nil {
-		return s, nil
-	}
 	pctx, pcancel := context.WithTimeout(ctx, probeBudget)
 	err = r.Probe(pctx)
 	pcancel()

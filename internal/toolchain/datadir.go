@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/label"
+	"github.com/stockade/stockade/internal/lockfile"
 )
 
 // The data directory holds everything a run mounts. It is owner-only
@@ -40,14 +41,17 @@ const (
 	// markerContent is what MarkerFile holds, for a person who finds it.
 	markerContent = "This directory is a Stockade data directory: caches, snapshots and the lock of its runs.\n"
 	// runPrefix names each run's directory in the data directory:
-	// run-<random>.
+	// run-<run ID>.
 	runPrefix = "run"
-	// lockPoll is how often a waiting run retries the lock.
-	lockPoll = 100 * time.Millisecond
+	// RunLockFile is the name of the lock file in a run's directory: held
+	// by the run for its life, it is how a reap tells a live run's
+	// containers and directory from a crashed one's.
+	RunLockFile = ".lock"
 )
 
-// ErrLocked reports that another run holds the data directory's lock and
-// did not release it within the lock timeout. The error is a *LockedError.
+// ErrLocked reports that the data directory's lock (held briefly, by a
+// run starting or a reap) was not released within the lock timeout. The
+// error is a *LockedError.
 var ErrLocked = errors.New("toolchain: data directory is locked by another run")
 
 // ErrDataDir reports a data directory that is unsafe to use (not a
@@ -215,76 +219,48 @@ func writeMarker(dir string) error {
 	return nil
 }
 
-// Lock is an exclusive lock on a data directory, held by an open file
-// descriptor (flock), so a crashed process releases it with its descriptors.
+// Lock is the exclusive lock on a data directory (lockfile), held by a run
+// while it starts (reaping what crashed runs left, making its own run
+// directory) and by `stockade reap`: never for a whole run, so runs on one
+// data directory go on side by side. What keeps a live run's containers
+// and directory from a reap is the run's own lock (RunLockFile).
 type Lock struct {
-	f   *os.File
+	l   *lockfile.Lock
 	dir string
 }
 
-// LockDataDir takes dir's exclusive lock. If another run holds it, onWait
+// LockDataDir takes dir's exclusive lock. If another holds it, onWait
 // (when not nil) is called once with the holder's line, and LockDataDir
 // retries until timeout has passed (a *LockedError matching ErrLocked) or
 // ctx ends. timeout <= 0 refuses at once. what is written into the lock file
 // for a waiting run to show, such as "run=abc".
 func LockDataDir(ctx context.Context, dir string, timeout time.Duration, what string, onWait func(holder string)) (*Lock, error) {
-	p := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	l, err := lockfile.Acquire(ctx, filepath.Join(dir, LockFile), timeout, what, onWait)
+	var he *lockfile.HeldError
+	if errors.As(err, &he) {
+		return nil, &LockedError{Dir: dir, Holder: he.Holder, Waited: he.Waited}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("toolchain: open lock: %w", err)
+		return nil, fmt.Errorf("toolchain: %w", err)
 	}
-	start := time.Now()
-	waited := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("toolchain: lock %s: %w", p, err)
-		}
-		holder := readHolder(p)
-		if time.Since(start) >= timeout {
-			f.Close()
-			return nil, &LockedError{Dir: dir, Holder: holder, Waited: time.Since(start)}
-		}
-		if !waited && onWait != nil {
-			onWait(holder)
-		}
-		waited = true
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("toolchain: waiting for the lock on %s: %w", dir, ctx.Err())
-		case <-time.After(lockPoll):
-		}
-	}
-	line := fmt.Sprintf("pid=%d %s since=%s\n", os.Getpid(), what, time.Now().UTC().Format(time.RFC3339))
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(line), 0)
-	}
-	return &Lock{f: f, dir: dir}, nil
-}
-
-func readHolder(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return ""
-	}
-	if len(b) > 200 {
-		b = b[:200]
-	}
-	return strings.TrimSpace(string(b))
+	return &Lock{l: l, dir: dir}, nil
 }
 
 // Unlock releases the lock. It is safe to call more than once.
 func (l *Lock) Unlock() error {
-	if l == nil || l.f == nil {
+	if l == nil {
 		return nil
 	}
-	l.f.Truncate(0)
-	err := l.f.Close() // closing the descriptor releases the flock
-	l.f = nil
-	return err
+	return l.l.Unlock()
+}
+
+// held reports whether l is a lock LockDataDir took and Unlock has not
+// released.
+func (l *Lock) held() bool { return l != nil && l.l.Holding() }
+
+// runLive reports whether run id on the data directory dir is live: its
+// directory's RunLockFile is held. A run that crashed, or never had a
+// directory, is not.
+func runLive(dir, id string) (bool, error) {
+	return lockfile.Held(filepath.Join(dir, runPrefix+"-"+id, RunLockFile))
 }

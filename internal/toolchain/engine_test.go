@@ -407,72 +407,111 @@ func TestRun_LongCommandStillCollectsLogsAndRemoves(t *testing.T) {
 	}
 }
 
-// TestReap_RemovesOrphansOfThisDataDirOnly: a container a crashed run left
-// (kept) is reaped by the next run on the same data directory; one
-// labelled with another data directory survives.
-func TestReap_RemovesOrphansOfThisDataDirOnly(t *testing.T) {
+// crash makes r's run look as a crashed process leaves it: its lock
+// released (the kernel's doing when a process dies), nothing cleaned up.
+func crash(r *Runner) { r.runLock.Unlock() }
+
+// TestReap_RemovesOrphansOfCrashedRunsOnly: a container a crashed run left
+// (kept) is reaped by the next run on the same data directory; one of a
+// live run on it, and one labelled with another data directory, survive.
+func TestReap_RemovesOrphansOfCrashedRunsOnly(t *testing.T) {
 	t.Parallel()
 	eng := enginetest.Client(t)
 	img := testImage(t, eng, false)
 	ctx := context.Background()
-	r := openRunner(t, eng, img, nil)
-	bc, _ := r.NewBuildCache()
-	mustProbe(t, r)
-	orphan, err := r.run(ctx, Job{Profile: Execute, BuildCache: bc, Cmd: []string{"true"}}, true)
+	keep := func(r *Runner) string {
+		t.Helper()
+		bc, _ := r.NewBuildCache()
+		mustProbe(t, r)
+		res, err := r.run(ctx, Job{Profile: Execute, BuildCache: bc, Cmd: []string{"true"}}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { eng.ContainerRemove(ctx, res.ContainerID, dockerapi.RemoveOptions{Force: true}) })
+		return res.ContainerID
+	}
+	crashed := openRunner(t, eng, img, nil)
+	orphan := keep(crashed)
+	crash(crashed)
+	live, err := Open(ctx, eng, Options{DataDir: crashed.DataDir(), Owner: "someone-else", Config: Config{Image: img}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer live.Close(ctx)
+	livesOn := keep(live)
 	// A container of another data directory, made the same way.
 	other := openRunner(t, eng, img, nil)
-	obc, _ := other.NewBuildCache()
-	mustProbe(t, other)
-	survivor, err := other.run(ctx, Job{Profile: Execute, BuildCache: obc, Cmd: []string{"true"}}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.ContainerRemove(ctx, survivor.ContainerID, dockerapi.RemoveOptions{Force: true}) })
+	survivor := keep(other)
+	crash(other)
 
-	n, err := Reap(ctx, eng, r.DataDir())
-	if err != nil || n != 1 {
-		t.Errorf("Reap = %d, %v; want 1 removed", n, err)
+	// Open reaped the crashed run's container; Reap finds nothing more.
+	if _, err := eng.ContainerInspect(ctx, orphan); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("the crashed run's container survived the next Open: %v", err)
 	}
-	if _, err := eng.ContainerInspect(ctx, orphan.ContainerID); !errors.Is(err, dockerapi.ErrNotFound) {
-		t.Errorf("orphan survived the reap: %v", err)
+	if n, err := Reap(ctx, eng, crashed.DataDir()); err != nil || n != 0 {
+		t.Errorf("Reap = %d, %v; want 0 removed (the live run's stays)", n, err)
 	}
-	c, err := eng.ContainerInspect(ctx, survivor.ContainerID)
+	if _, err := eng.ContainerInspect(ctx, livesOn); err != nil {
+		t.Errorf("a live run's container was reaped: %v", err)
+	}
+	c, err := eng.ContainerInspect(ctx, survivor)
 	if err != nil {
 		t.Fatalf("another data directory's container was reaped: %v", err)
 	}
 	if c.Config.Labels[label.DataDir] != other.Config().DataDirID {
 		t.Errorf("labels %v", c.Config.Labels)
 	}
+	if _, err := os.Stat(crashed.runDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the crashed run's directory is still there (%v)", err)
+	}
+	if _, err := os.Stat(live.runDir); err != nil {
+		t.Errorf("the live run's directory: %v", err)
+	}
 	// A crashed run on the other data directory is reaped by the next
-	// Open there, after it takes the lock.
-	other.Close(ctx)
+	// Open there.
 	next, err := Open(ctx, eng, Options{DataDir: other.DataDir(), Owner: "someone-else", Config: Config{Image: img}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer next.Close(ctx)
-	if _, err := eng.ContainerInspect(ctx, survivor.ContainerID); !errors.Is(err, dockerapi.ErrNotFound) {
+	if _, err := eng.ContainerInspect(ctx, survivor); !errors.Is(err, dockerapi.ErrNotFound) {
 		t.Errorf("Open did not reap the crashed run's container: %v", err)
 	}
 }
 
-// TestOpen_LockWaitsAndRefuses: a second run on a data directory in use
-// waits with a message and refuses after its lock timeout.
-func TestOpen_LockWaitsAndRefuses(t *testing.T) {
+// TestOpen_RunsSideBySide: runs on one data directory go on side by side
+// (each holds its own run's lock, not the directory's); a run starting
+// while the directory's lock is held (a reap, another run starting) waits
+// with a message naming the holder and refuses after its lock timeout.
+func TestOpen_RunsSideBySide(t *testing.T) {
 	t.Parallel()
 	eng := enginetest.Client(t)
 	img := testImage(t, eng, false)
+	ctx := context.Background()
 	r := openRunner(t, eng, img, nil)
-	var msg string
-	_, err := Open(context.Background(), eng, Options{DataDir: r.DataDir(), Config: Config{Image: img}, LockTimeout: 300 * time.Millisecond, OnLockWait: func(h string) { msg = h }})
-	if !errors.Is(err, ErrLocked) {
-		t.Fatalf("second Open = %v; want ErrLocked", err)
+	second, err := Open(ctx, eng, Options{DataDir: r.DataDir(), Config: Config{Image: img}, LockTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("a second run on the data directory = %v; want it to open beside the first", err)
 	}
-	if !strings.Contains(msg, "run="+r.RunID()) {
-		t.Errorf("wait message %q does not name the holder run %s", msg, r.RunID())
+	defer second.Close(ctx)
+	for _, x := range []*Runner{r, second} {
+		mustProbe(t, x)
+		if res := mustRun(t, x, Job{Profile: Execute, BuildCache: mustCache(t, x), Cmd: []string{"true"}}); res.ExitCode != 0 {
+			t.Errorf("run %s: exit %d", x.RunID(), res.ExitCode)
+		}
+	}
+	lock, err := LockDataDir(ctx, r.DataDir(), 0, "reap", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	var msg string
+	_, err = Open(ctx, eng, Options{DataDir: r.DataDir(), Config: Config{Image: img}, LockTimeout: 300 * time.Millisecond, OnLockWait: func(h string) { msg = h }})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("Open while the directory's lock is held = %v; want ErrLocked", err)
+	}
+	if !strings.Contains(msg, "reap") {
+		t.Errorf("wait message %q does not name the holder", msg)
 	}
 	if fi, err := os.Stat(r.DataDir()); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("data dir mode %v (%v); want 0700", fi.Mode().Perm(), err)
@@ -1280,6 +1319,7 @@ func TestTool_BehindTheGate(t *testing.T) {
 		t.Errorf("second phase's record %+v; want only example.com, refused (the direct attempt never reaches the gate)", recs)
 	}
 	// A crashed run's gate and network are its data directory's to reap.
+	crash(r)
 	if _, err := Reap(context.Background(), eng, r.DataDir()); err != nil {
 		t.Fatal(err)
 	}

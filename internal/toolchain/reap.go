@@ -28,16 +28,60 @@ type Reaper interface {
 	NetworkRemove(ctx context.Context, id string) error
 }
 
-// Reap force-removes every container a toolchain run on dataDir left behind:
-// those labelled label.Managed, label.Kind=toolchain and
-// label.DataDir=DataDirID(dataDir), whatever their owner or run (the
-// runs' egress gates among them), and then the gate networks with those
-// labels. Nothing else is touched. Call it with the data directory's lock held (Open does),
-// so no live run's containers are among them. It returns how many it
-// removed. dataDir must be spelled as PrepareDataDir returns it, so the ID
-// matches the one Open used.
+// Reap force-removes every container a crashed toolchain run on dataDir
+// left behind: those labelled label.Managed, label.Kind=toolchain and
+// label.DataDir=DataDirID(dataDir) whose run (label.Run) is not live (its
+// run directory's RunLockFile is not held: the run crashed, or ended
+// without its cleanup), their egress gates among them, and then those
+// runs' gate networks. A live run's, on this data directory or any other,
+// are never touched, nor is anything else. Call it with the data
+// directory's lock held (Open does), so a run starting meanwhile is
+// ordered against it. It returns how many containers it removed. dataDir
+// must be spelled as PrepareDataDir returns it, so the ID matches the one
+// Open used.
 func Reap(ctx context.Context, eng Reaper, dataDir string) (int, error) {
-	return reap(ctx, eng, DataDirID(filepath.Clean(dataDir)), "")
+	dataDir = filepath.Clean(dataDir)
+	id := DataDirID(dataDir)
+	want := map[string]string{label.Managed: label.ManagedValue, label.Kind: label.KindToolchain, label.DataDir: id}
+	lctx, cancel := context.WithTimeout(ctx, reapBudget)
+	defer cancel()
+	cs, err := eng.ContainerList(lctx, dockerapi.ListOptions{All: true, Filters: dockerapi.LabelsFilter(want)})
+	if err != nil {
+		return 0, fmt.Errorf("toolchain: list containers to reap: %w", err)
+	}
+	ns, err := eng.NetworkList(lctx, dockerapi.LabelsFilter(want))
+	if err != nil {
+		return 0, fmt.Errorf("toolchain: list networks to reap: %w", err)
+	}
+	runs := map[string]bool{}
+	for _, c := range cs {
+		if label.Has(c.Labels, want) {
+			runs[c.Labels[label.Run]] = true
+		}
+	}
+	for _, n := range ns {
+		if label.Has(n.Labels, want) {
+			runs[n.Labels[label.Run]] = true
+		}
+	}
+	n := 0
+	var errs []error
+	for run := range runs {
+		if run == "" {
+			continue // every toolchain object names its run
+		}
+		switch live, err := runLive(dataDir, run); {
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case live:
+			continue
+		}
+		m, err := reap(ctx, eng, id, run)
+		n += m
+		errs = append(errs, err)
+	}
+	return n, errors.Join(errs...)
 }
 
 // reap removes the toolchain containers of dataDirID, and only of runID
@@ -122,14 +166,14 @@ func removeListed(ctx context.Context, eng Reaper, id string, want map[string]st
 var ErrNotLocked = errors.New("toolchain: the data directory's lock is not held")
 
 // ReapRuns removes the run directories (run-*) that crashed runs left in
-// the data directory whose lock is held (lock, from LockDataDir, so no live
-// run uses any of them). The directory must carry the marker
+// the data directory whose lock is held (lock, from LockDataDir, so no run
+// starts meanwhile); a live run's (its RunLockFile held) stays. The directory must carry the marker
 // (PrepareDataDir); nothing but its run-* directories is touched. What the
 // host user cannot remove (the container user's files, on native Linux
 // as a non-root user) is removed through a container of image; with image
 // empty such a directory is an error. It returns how many it removed.
 func ReapRuns(ctx context.Context, eng Engine, lock *Lock, image string) (int, error) {
-	if lock == nil || lock.f == nil {
+	if !lock.held() {
 		return 0, ErrNotLocked
 	}
 	dir := lock.dir

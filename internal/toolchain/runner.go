@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/lockfile"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -110,7 +111,7 @@ type Runner struct {
 	cfg     Config
 	dataDir string
 	runDir  string
-	lock    *Lock
+	runLock *lockfile.Lock // held for the run's life: the run is live
 	budgets container.Budgets
 	log     *slog.Logger
 
@@ -169,17 +170,36 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 		return nil, err
 	}
 	cfg.DataDirID = DataDirID(dir)
+	// The data directory's lock orders this run's start against reaps:
+	// held while the run makes its directory and takes the run's own lock
+	// (from then on a reap sees the run live), and while it reaps what
+	// crashed runs left; released before any of the run's containers.
 	lock, err := LockDataDir(ctx, dir, o.LockTimeout, "run="+cfg.RunID, o.OnLockWait)
 	if err != nil {
 		return nil, err
 	}
+	defer lock.Unlock()
 	r := &Runner{
-		eng: eng, cfg: cfg, dataDir: dir, lock: lock, budgets: o.Budgets, log: log.With("run", cfg.RunID),
+		eng: eng, cfg: cfg, dataDir: dir, budgets: o.Budgets, log: log.With("run", cfg.RunID),
 		dirs: map[string]dirKind{}, used: map[string]bool{}, live: map[*Container]bool{}, extra: map[string]bool{},
 	}
 	fail := func(err error) (*Runner, error) {
 		r.Close(context.WithoutCancel(ctx))
 		return nil, err
+	}
+	// The run directory is searchable (not listable) by the container user,
+	// so the probe can reach its marker; the 0700 data directory above it
+	// keeps other host users out.
+	runDir := filepath.Join(dir, runPrefix+"-"+cfg.RunID)
+	if err := os.Mkdir(runDir, RunDirMode); err != nil {
+		return fail(fmt.Errorf("toolchain: %w", err))
+	}
+	r.runDir = runDir
+	if err := os.Chmod(runDir, RunDirMode); err != nil { // past the umask
+		return fail(fmt.Errorf("toolchain: %w", err))
+	}
+	if r.runLock, err = lockfile.TryAcquire(filepath.Join(runDir, RunLockFile), "run="+cfg.RunID); err != nil {
+		return fail(fmt.Errorf("toolchain: the run's lock: %w", err))
 	}
 	var cpus container.CPUs
 	if lim, err := cpus.Clamp(ctx, eng, r.cfg.Limits.Or(container.ToolchainLimits())); err == nil {
@@ -195,18 +215,15 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	} else if n > 0 {
 		r.log.Info("removed crashed runs' directories", "dirs", n)
 	}
+	if err := lock.Unlock(); err != nil {
+		return fail(fmt.Errorf("toolchain: %w", err))
+	}
 	// The image's GOROOT from a volume is only faster: when it cannot be
 	// had, containers read the image's own, as they would without it.
 	if v, err := GoRoot(ctx, eng, r.cfg.Image, scopeOf(r.cfg), r.budgets); err != nil {
 		r.log.Warn("no GOROOT volume: containers read the image's GOROOT", "err", err)
 	} else {
 		r.cfg.GoRoot = v
-	}
-	// The run directory is searchable (not listable) by the container user,
-	// so the probe can reach its marker; the 0700 data directory above it
-	// keeps other host users out.
-	if r.runDir, err = container.MkdirFresh(dir, runPrefix, RunDirMode); err != nil {
-		return fail(err)
 	}
 	if r.modCache, err = r.mkdir("modcache", kindModCache); err != nil {
 		return fail(err)
@@ -486,13 +503,15 @@ func (r *Runner) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, r.lock.Unlock())
+	// Last: until here a reap sees the run live.
+	errs = append(errs, r.runLock.Unlock())
 	return errors.Join(errs...)
 }
 
 // removeStaleRuns removes the run directories of crashed runs (ReapRuns)
-// and returns how many: with the lock held, no live run uses any. The
-// run's own directory is made after it.
+// and returns how many: those whose RunLockFile no one holds. Call it
+// with the data directory's lock held, so no run is between making its
+// directory and taking its lock.
 func (r *Runner) removeStaleRuns(ctx context.Context) (int, error) {
 	ents, err := os.ReadDir(r.dataDir)
 	if err != nil {
@@ -502,12 +521,17 @@ func (r *Runner) removeStaleRuns(ctx context.Context) (int, error) {
 	for _, e := range ents {
 		// DirEntry's type is Lstat's: a symlink named run-x is not
 		// followed, and is left alone.
-		if e.IsDir() && strings.HasPrefix(e.Name(), runPrefix+"-") {
-			if err := r.removeAll(ctx, filepath.Join(r.dataDir, e.Name())); err != nil {
-				return n, err
-			}
-			n++
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), runPrefix+"-") {
+			continue
 		}
+		dir := filepath.Join(r.dataDir, e.Name())
+		if live, err := lockfile.Held(filepath.Join(dir, RunLockFile)); err != nil || live {
+			continue // a live run's, this one's among them
+		}
+		if err := r.removeAll(ctx, dir); err != nil {
+			return n, err
+		}
+		n++
 	}
 	return n, nil
 }

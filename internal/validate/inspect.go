@@ -26,8 +26,8 @@ const (
 	// DefaultDeadline bounds a whole inspect: every phase, from the layout
 	// check to the candidate listing, fits in it.
 	DefaultDeadline = time.Hour
-	// DefaultLockTimeout is how long inspect waits for another run that
-	// holds the data directory.
+	// DefaultLockTimeout is how long inspect waits for the data
+	// directory's lock (held by a run while it starts, or a reap).
 	DefaultLockTimeout = 10 * time.Minute
 	// DefaultProxy is the module proxy acquisition uses.
 	DefaultProxy = toolchain.DefaultProxy
