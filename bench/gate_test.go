@@ -95,12 +95,12 @@ func TestGateBench(t *testing.T) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	pg, pd := ms(median(lg)), ms(median(ld))
 	// The gate's own time per request, from its record.
-	recs, err := p.EgressLog(ctx, "bench-gated")
+	log, err := p.EgressLog(ctx, "bench-gated")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var inGate []time.Duration
-	for _, r := range recs {
+	for _, r := range log.Records {
 		inGate = append(inGate, r.Duration)
 	}
 	var tg, td []time.Duration

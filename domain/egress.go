@@ -11,7 +11,9 @@ const (
 )
 
 // EgressRecord is one request a session's egress gate saw, as backends'
-// EgressLog return them.
+// EgressLog return them. The strings the sandbox chose (method, host,
+// reason) are kept to a bound of bytes each (EgressLog.Truncated counts
+// the records cut).
 type EgressRecord struct {
 	Time     time.Time     `json:"time"`             // when the request arrived, UTC
 	Method   string        `json:"method"`           // "CONNECT", "GET", ...
@@ -24,4 +26,19 @@ type EgressRecord struct {
 	BytesUp  int64         `json:"bytes_up"`         // client to upstream: body or tunnel bytes
 	BytesDn  int64         `json:"bytes_down"`       // upstream to client
 	Duration time.Duration `json:"duration_ns"`      // until the response or tunnel ended
+}
+
+// EgressLog is what a session's egress gate recorded, as backends'
+// EgressLog return it.
+type EgressLog struct {
+	// Records are the requests the gate saw, oldest first: at most the
+	// gate's bound (the newest ones).
+	Records []EgressRecord `json:"records"`
+	// Dropped is how many older records the gate's bound dropped; zero
+	// when it dropped none.
+	Dropped int64 `json:"dropped"`
+	// Truncated is how many records (kept or dropped) had a value cut to
+	// the gate's bound on a field (a host of a million bytes, say); zero
+	// when none had.
+	Truncated int64 `json:"truncated"`
 }

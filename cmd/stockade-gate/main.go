@@ -3,8 +3,9 @@
 // internal/gate has the logic, the threat model and the protocol). The
 // backend runs it as the main process of the session's gate container:
 //
-//	stockade-gate          serve proxy requests on :3128 (configuration from the environment;
-//	                       STOCKADE_GATE_LISTEN and STOCKADE_GATE_CONTROL move the proxy and the control socket)
+//	stockade-gate          serve proxy requests on port 3128 of its address on its session's side
+//	                       (configuration from the environment; STOCKADE_GATE_LISTEN and
+//	                       STOCKADE_GATE_CONTROL move the proxy and the control socket)
 //	stockade-gate ready    exit 0 when the gate in this container serves
 //	stockade-gate log      print the egress record (JSON) of the gate in this container
 //
@@ -21,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -62,7 +64,20 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	cfg := gate.Config{Policy: st.Policy, Logger: logger}
+	own, err := ownAddrs()
+	if err != nil {
+		return err
+	}
+	// The gate's own addresses are the host's as much as the engine's are:
+	// a name leading there would have the gate dial itself.
+	for _, a := range own {
+		st.Policy.HostAddrs = append(st.Policy.HostAddrs, netip.PrefixFrom(a, a.BitLen()))
+	}
+	listen, err := st.ListenOn(own)
+	if err != nil {
+		return err
+	}
+	cfg := gate.Config{Policy: st.Policy, Logger: logger, Clients: st.Clients}
 	if st.Controlplane != "" {
 		if cfg.Credentials, err = gate.FetchCredentials(ctx, http.DefaultClient, st.Controlplane, st.Session, st.Token); err != nil {
 			return err
@@ -74,7 +89,7 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	}
 	defer stopTelemetry()
 	s := gate.New(cfg)
-	pl, err := net.Listen("tcp", st.ListenOr())
+	pl, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
@@ -95,4 +110,19 @@ func serve(ctx context.Context, getenv func(string) string, stderr io.Writer) er
 	go func() { errc <- s.Serve(ctx, pl) }()
 	go func() { errc <- s.ServeControl(ctx, cl) }()
 	return <-errc
+}
+
+// ownAddrs returns the addresses of the gate's interfaces.
+func ownAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("the gate's addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out, nil
 }

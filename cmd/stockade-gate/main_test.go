@@ -32,6 +32,7 @@ func TestRun(t *testing.T) {
 		{"bad private range", nil, map[string]string{gate.EnvPrivate: "10.0.0.0"}, 1, gate.EnvPrivate},
 		{"plain-HTTP telemetry without insecure", nil, map[string]string{gate.EnvOTel: "http://collector:4318"}, 1, "bad OTLP endpoint"},
 		{"telemetry to loopback", nil, map[string]string{gate.EnvOTel: "http://127.0.0.1:4318", gate.EnvOTelInsecure: "1"}, 1, "loopback"},
+		{"no address on its clients' side", nil, map[string]string{gate.EnvClients: "198.51.100.240/28"}, 1, "clients' ranges"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tc.args, env(tc.env), &stdout, &stderr); code != tc.code || !strings.Contains(stderr.String(), tc.stderr) {

@@ -20,7 +20,7 @@ func startTelemetry(ctx context.Context, st gate.Settings, cfg *gate.Config, log
 	}
 	exp, err := telemetry.Start(ctx, telemetry.Config{
 		Endpoint: st.OTel, Insecure: st.OTelInsecure, Session: st.Session,
-		Policy: gate.Policy{Private: st.Policy.Private}, Logger: logger,
+		Policy: gate.Policy{Private: st.Policy.Private, HostAddrs: st.Policy.HostAddrs}, Logger: logger,
 	})
 	if err != nil {
 		return nil, err

@@ -19,6 +19,12 @@
 // network the engine did not keep that way (Podman does not keep
 // inhibit_ipv4) is ErrNotIsolated.
 //
+// The gate serves the gate network only (SettingsOn: its clients are that
+// subnet; it listens there and closes any other connection), so whatever
+// else is on its outside network cannot use it; and it refuses the engine
+// host's addresses (HostAddrs), which a name may lead to from the outside
+// network as easily as any other.
+//
 // # Lifecycle
 //
 // EnsureNetwork makes (or checks) a gate network; Launch creates, connects
@@ -39,7 +45,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,8 +86,10 @@ const (
 	// CommandTimeout bounds one `stockade-gate ready|log` exec.
 	CommandTimeout = 15 * time.Second
 	// MaxLogBytes bounds the record ReadLog reads, in bytes: the gate
-	// keeps gate.DefaultLogRecords records of a few hundred bytes.
-	MaxLogBytes = 4 << 20
+	// keeps gate.DefaultLogRecords records of a few hundred bytes, each
+	// under 4 KiB with every field at gate.MaxFieldBytes
+	// (TestMaxLogBytesHoldsAFullLog), so a full log always fits.
+	MaxLogBytes = 8 << 20
 	// NetworkRounds bounds how often EnsureNetwork (and sandbox/docker's
 	// owner network) looks for a network and tries to create it while
 	// another create holds the name or the subnet (the engine refuses the
@@ -166,6 +176,94 @@ func FreeSubnet(ctx context.Context, eng NetworkLister, pool netip.Prefix, bits 
 	return netip.Prefix{}, fmt.Errorf("egress: every /%d of subnet pool %s is taken", bits, pool)
 }
 
+// HostAddrs returns the addresses of the engine's host that gates refuse
+// (gate.Policy.HostAddrs), each as a one-address prefix, sorted: the
+// gateway of every bridge network of the engine (the host's address on
+// that bridge; a bridge that names none, the first address of its
+// subnet), every address of this machine's interfaces (the engine's host
+// when the engine is local), and the addresses of the host of engineHost,
+// the engine's address as its client dials it ("tcp://host:port"; a
+// "unix://" one adds nothing). Loopback, link-local and multicast
+// addresses are left out: the gate refuses them anyway.
+//
+// A remote engine's host may have addresses none of these names (an
+// interface the client does not dial, in no bridge): the gate then
+// refuses it only if it is private and outside the admitted ranges. The
+// list is what holds when the gate is launched: a bridge made later is
+// not in it.
+func HostAddrs(ctx context.Context, eng NetworkLister, engineHost string) ([]netip.Prefix, error) {
+	var addrs []netip.Addr
+	ns, err := eng.NetworkList(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("egress: the host's addresses: list networks: %w", err)
+	}
+	for _, n := range ns {
+		if n.Driver != "bridge" {
+			continue
+		}
+		for _, c := range n.IPAM.Config {
+			if gw, err := parseAddrOrPrefix(c.Gateway); err == nil {
+				addrs = append(addrs, gw)
+			} else if sub, err := netip.ParsePrefix(c.Subnet); err == nil && c.Gateway == "" {
+				addrs = append(addrs, sub.Masked().Addr().Next())
+			}
+		}
+	}
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("egress: the host's addresses: %w", err)
+	}
+	for _, a := range ifs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			addrs = append(addrs, p.Addr())
+		}
+	}
+	if rest, ok := strings.CutPrefix(engineHost, "tcp://"); ok {
+		h, _, err := net.SplitHostPort(rest)
+		if err != nil {
+			h = rest
+		}
+		as, err := net.DefaultResolver.LookupNetIP(ctx, "ip", strings.Trim(h, "[]"))
+		if err != nil {
+			return nil, fmt.Errorf("egress: the engine host's addresses: %w", err)
+		}
+		addrs = append(addrs, as...)
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		a = a.Unmap()
+		if !a.IsValid() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() {
+			continue
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return slices.Compact(out), nil
+}
+
+// SettingsOn returns s for a gate whose session side is the gate network
+// of subnet (EnsureNetwork's): its clients are that subnet
+// (gate.Settings.Clients: nothing on its outside network is served), and
+// it refuses the engine host's addresses (HostAddrs, with engineHost)
+// besides any s names.
+func SettingsOn(ctx context.Context, eng NetworkLister, engineHost string, s gate.Settings, subnet netip.Prefix) (gate.Settings, error) {
+	host, err := HostAddrs(ctx, eng, engineHost)
+	if err != nil {
+		return s, err
+	}
+	s.Clients = []netip.Prefix{subnet}
+	s.Policy.HostAddrs = append(slices.Clone(s.Policy.HostAddrs), host...)
+	return s, nil
+}
+
+// parseAddrOrPrefix parses an address, alone or with a prefix length.
+func parseAddrOrPrefix(s string) (netip.Addr, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Addr(), nil
+	}
+	return netip.ParseAddr(s)
+}
+
 // FindNetwork returns the network named name, or an error matching
 // dockerapi.ErrNotFound. The engine's name filter matches substrings, so
 // the name is compared here.
@@ -191,28 +289,35 @@ type NetworkSpec struct {
 }
 
 // EnsureNetwork makes sure the gate network s exists and isolates as it
-// must, creating it if needed; created says this call made it. Concurrent
-// calls converge. A network of that name without s's labels is refused;
-// one the engine did not keep internal with InhibitOption is
-// ErrNotIsolated.
-func EnsureNetwork(ctx context.Context, eng Engine, s NetworkSpec) (created bool, err error) {
+// must, creating it if needed, and returns its subnet (the gate's clients'
+// range, gate.Settings.Clients); created says this call made it.
+// Concurrent calls converge. A network of that name without s's labels,
+// or without one IPv4 subnet, is refused; one the engine did not keep
+// internal with InhibitOption is ErrNotIsolated.
+func EnsureNetwork(ctx context.Context, eng Engine, s NetworkSpec) (subnet netip.Prefix, created bool, err error) {
 	for round := 0; round < NetworkRounds; round++ {
 		n, err := FindNetwork(ctx, eng, s.Name)
 		if err == nil {
 			if !label.Has(n.Labels, s.Labels) || n.Driver != "bridge" {
-				return created, fmt.Errorf("egress: network %s exists but is not this gate's network; refusing to use it", s.Name)
+				return subnet, created, fmt.Errorf("egress: network %s exists but is not this gate's network; refusing to use it", s.Name)
 			}
 			if !n.Internal || n.Options[InhibitOption] != "true" {
-				return created, fmt.Errorf("egress: network %s: %s=true was not kept: %w", s.Name, InhibitOption, ErrNotIsolated)
+				return subnet, created, fmt.Errorf("egress: network %s: %s=true was not kept: %w", s.Name, InhibitOption, ErrNotIsolated)
 			}
-			return created, nil
+			if len(n.IPAM.Config) != 1 {
+				return subnet, created, fmt.Errorf("egress: network %s has %d subnets; want the one it was made with", s.Name, len(n.IPAM.Config))
+			}
+			if subnet, err = netip.ParsePrefix(n.IPAM.Config[0].Subnet); err != nil || !subnet.Addr().Is4() {
+				return netip.Prefix{}, created, fmt.Errorf("egress: network %s: subnet %q is not an IPv4 range", s.Name, n.IPAM.Config[0].Subnet)
+			}
+			return subnet.Masked(), created, nil
 		}
 		if !errors.Is(err, dockerapi.ErrNotFound) {
-			return created, err
+			return subnet, created, err
 		}
-		subnet, err := FreeSubnet(ctx, eng, s.Pool, SubnetBits, s.Seed)
+		free, err := FreeSubnet(ctx, eng, s.Pool, SubnetBits, s.Seed)
 		if err != nil {
-			return created, err
+			return subnet, created, err
 		}
 		_, err = eng.NetworkCreate(ctx, dockerapi.NetworkCreate{
 			Name:           s.Name,
@@ -220,7 +325,7 @@ func EnsureNetwork(ctx context.Context, eng Engine, s NetworkSpec) (created bool
 			Internal:       true,
 			Labels:         s.Labels,
 			Options:        map[string]string{InhibitOption: "true"},
-			IPAM:           &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: subnet.String()}}},
+			IPAM:           &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: free.String()}}},
 			CheckDuplicate: true,
 		})
 		switch {
@@ -231,13 +336,13 @@ func EnsureNetwork(ctx context.Context, eng Engine, s NetworkSpec) (created bool
 			// The name (another create) or the subnet (another network)
 			// went meanwhile: look again.
 			if err := container.Sleep(ctx, time.Duration(round+1)*20*time.Millisecond); err != nil {
-				return created, fmt.Errorf("egress: create network %s: %w", s.Name, err)
+				return subnet, created, fmt.Errorf("egress: create network %s: %w", s.Name, err)
 			}
 		default:
-			return created, fmt.Errorf("egress: create network %s: %w", s.Name, err)
+			return subnet, created, fmt.Errorf("egress: create network %s: %w", s.Name, err)
 		}
 	}
-	return created, fmt.Errorf("egress: create network %s: still taken, or no free /%d in %s, after %d rounds", s.Name, SubnetBits, s.Pool, NetworkRounds)
+	return subnet, created, fmt.Errorf("egress: create network %s: still taken, or no free /%d in %s, after %d rounds", s.Name, SubnetBits, s.Pool, NetworkRounds)
 }
 
 // RemoveNetwork removes the network named name if it is there and carries

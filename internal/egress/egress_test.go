@@ -1,9 +1,14 @@
 package egress
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/gate"
@@ -100,4 +105,71 @@ func TestSince(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHostAddrs: the bridges' gateways, this machine's addresses and a
+// TCP engine's, each once; nothing the gate refuses anyway.
+func TestHostAddrs(t *testing.T) {
+	eng := networks{
+		{Name: "bridge", Driver: "bridge", IPAM: dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: "172.17.0.0/16", Gateway: "172.17.0.1"}}}},
+		{Name: "user", Driver: "bridge", IPAM: dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: "172.18.0.0/16"}, {Subnet: "fd00:1::/64", Gateway: "fd00:1::1/64"}}}},
+		{Name: "lan", Driver: "macvlan", IPAM: dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: "192.168.9.0/24", Gateway: "192.168.9.254"}}}},
+		{Name: "dup", Driver: "bridge", IPAM: dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: "172.17.0.0/16", Gateway: "172.17.0.1"}}}},
+	}
+	got, err := HostAddrs(context.Background(), eng, "tcp://203.0.113.9:2376")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"172.17.0.1/32", "172.18.0.1/32", "fd00:1::1/128", "203.0.113.9/32"}
+	ifs, _ := net.InterfaceAddrs()
+	for _, a := range ifs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
+			want = append(want, netip.PrefixFrom(p.Addr(), p.Addr().BitLen()).String())
+		}
+	}
+	set := map[string]int{}
+	for _, p := range got {
+		set[p.String()]++
+		if a := p.Addr(); a.IsLoopback() || a.IsLinkLocalUnicast() || p.Bits() != a.BitLen() {
+			t.Errorf("HostAddrs has %v", p)
+		}
+	}
+	for _, w := range want {
+		if set[w] != 1 {
+			t.Errorf("HostAddrs = %v; want %s once", got, w)
+		}
+	}
+	if set["192.168.9.254/32"] != 0 {
+		t.Errorf("HostAddrs = %v; a macvlan's gateway is the LAN's router, not the host", got)
+	}
+	if _, err := HostAddrs(context.Background(), eng, "unix:///var/run/docker.sock"); err != nil {
+		t.Errorf("HostAddrs of a local engine = %v", err)
+	}
+}
+
+// TestMaxLogBytesHoldsAFullLog: the record of a full ring whose every
+// field is at its bound, in the characters JSON lengthens most, as the
+// gate encodes it, fits what ReadLog reads.
+func TestMaxLogBytesHoldsAFullLog(t *testing.T) {
+	worst := strings.Repeat(`"`, 2*gate.MaxFieldBytes) // Bound cuts it to MaxFieldBytes
+	rec, cut := gate.Bound(domain.EgressRecord{Time: time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -12*3600)),
+		Method: worst, Host: worst, Port: worst, Addr: worst, Verdict: worst, Reason: worst, Status: -1 << 62,
+		BytesUp: -1 << 63, BytesDn: -1 << 63, Duration: -1 << 63})
+	if !cut {
+		t.Fatal("Bound did not cut")
+	}
+	d := gate.LogDump{Dropped: -1 << 63, Truncated: -1 << 63}
+	for range gate.DefaultLogRecords {
+		d.Records = append(d.Records, rec)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(d); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() > MaxLogBytes {
+		t.Errorf("a full log of records at their bounds is %d bytes of JSON; ReadLog reads %d", b.Len(), MaxLogBytes)
+	}
+	t.Logf("worst full log: %d bytes (%d a record); MaxLogBytes %d", b.Len(), b.Len()/gate.DefaultLogRecords, MaxLogBytes)
 }

@@ -24,7 +24,9 @@ type Config struct {
 	// environment of Settings. Its labels go on the network too, so a
 	// sweep by them finds both.
 	Spec container.Spec
-	// Settings are the gate's policy and identity (gate.Settings.Env).
+	// Settings are the gate's policy and identity (gate.Settings.Env);
+	// Start adds its clients' range and the engine host's addresses
+	// (SettingsOn).
 	Settings gate.Settings
 	// Pool is where the gate network's /SubnetBits comes from; the zero
 	// value means DefaultPool.
@@ -71,12 +73,21 @@ func Start(ctx context.Context, eng Engine, c Config) (*Gate, error) {
 		out = "bridge"
 	}
 	g := &Gate{eng: eng, name: c.Name, network: c.Network, labels: maps.Clone(c.Spec.Labels), log: log}
-	if _, err := EnsureNetwork(ctx, eng, NetworkSpec{Name: c.Network, Labels: g.labels, Pool: pool, Seed: c.Network}); err != nil {
+	subnet, _, err := EnsureNetwork(ctx, eng, NetworkSpec{Name: c.Network, Labels: g.labels, Pool: pool, Seed: c.Network})
+	if err != nil {
+		return nil, errors.Join(err, g.Close(ctx))
+	}
+	var engineHost string
+	if h, ok := eng.(interface{ Host() string }); ok {
+		engineHost = h.Host() // *dockerapi.Client's
+	}
+	st, err := SettingsOn(ctx, eng, engineHost, c.Settings, subnet)
+	if err != nil {
 		return nil, errors.Join(err, g.Close(ctx))
 	}
 	spec := c.Spec
 	spec.Network, spec.Aliases = c.Network, []string{Alias}
-	spec.Env = c.Settings.Env()
+	spec.Env = st.Env()
 	id, err := Launch(ctx, eng, c.Name, spec, out, nil)
 	g.id = id
 	if err == nil {

@@ -70,7 +70,7 @@ func TestConfigChecks(t *testing.T) {
 	}
 	env := gate.Settings{Listen: "127.0.0.1:3128", Control: "/run/g/control"}.Env()
 	st, err := gate.FromEnv(func(k string) string { return env[k] })
-	if err != nil || (st.ListenOr() != "127.0.0.1:3128" || st.ControlOr() != "/run/g/control") {
+	if l, _ := st.ListenOn(nil); err != nil || l != "127.0.0.1:3128" || st.ControlOr() != "/run/g/control" {
 		t.Errorf("listen and control do not survive the environment: %+v", st)
 	}
 }

@@ -83,6 +83,10 @@ type UpstreamOptions struct {
 	// http://<alias>:8080/files/, and redirects to from
 	// /redirect/<host>/; empty serves none.
 	Files string
+	// Network is an existing network (such as one `docker network create`
+	// made, the engine choosing its range) the upstream joins instead of
+	// a test network of its own; the caller removes it.
+	Network string
 }
 
 // StartUpstream makes the test network (a /24 of 10.215.0.0/16 no other
@@ -103,7 +107,22 @@ func StartUpstreamWith(t testing.TB, c *dockerapi.Client, owner string, o Upstre
 	u := &Upstream{Network: "stockade-test-up-" + hex.EncodeToString(b[:])}
 	// Not the provider's owner: Leftovers must not count the fixture.
 	labels := label.Base(owner+"-upstream", "test")
-	for i := 0; ; i++ {
+	if o.Network != "" {
+		u.Network = o.Network
+		ns, err := c.NetworkList(ctx, dockerapi.Filters{"name": {o.Network}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			if n.Name == o.Network && len(n.IPAM.Config) > 0 {
+				u.Subnet, err = netip.ParsePrefix(n.IPAM.Config[0].Subnet)
+			}
+		}
+		if err != nil || !u.Subnet.IsValid() {
+			t.Fatalf("network %s has no subnet: %v", o.Network, err)
+		}
+	}
+	for i := 0; o.Network == ""; i++ {
 		u.Subnet = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 215, b[i%3] ^ byte(i), 0}), 24)
 		_, err := c.NetworkCreate(ctx, dockerapi.NetworkCreate{Name: u.Network, Driver: "bridge", Labels: labels, CheckDuplicate: true,
 			IPAM: &dockerapi.IPAM{Config: []dockerapi.IPAMConfig{{Subnet: u.Subnet.String()}}}})
@@ -120,7 +139,9 @@ func StartUpstreamWith(t testing.TB, c *dockerapi.Client, owner string, o Upstre
 		if u.id != "" {
 			c.ContainerRemove(ctx, u.id, dockerapi.RemoveOptions{Force: true})
 		}
-		c.NetworkRemove(ctx, u.Network)
+		if o.Network == "" {
+			c.NetworkRemove(ctx, u.Network)
+		}
 	})
 	spec := container.Spec{Image: img, Network: u.Network, Aliases: []string{"allowed.test", "sub.allowed.test", "denied.test", "collector.test"}, Labels: labels}
 	if o.Files != "" {

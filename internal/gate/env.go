@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -16,8 +17,10 @@ const (
 	EnvControlplane = "STOCKADE_GATE_CONTROLPLANE"  // the control plane URL; "" for none
 	EnvOTel         = "STOCKADE_GATE_OTEL"          // OTLP/HTTP endpoint; "" for none
 	EnvOTelInsecure = "STOCKADE_GATE_OTEL_INSECURE" // "1": plain HTTP to the endpoint
-	EnvListen       = "STOCKADE_GATE_LISTEN"        // proxy address; "" for ListenAddr
+	EnvListen       = "STOCKADE_GATE_LISTEN"        // proxy address; "" for Settings.ListenOn's choice
 	EnvControl      = "STOCKADE_GATE_CONTROL"       // control socket; "" for ControlSocket
+	EnvClients      = "STOCKADE_GATE_CLIENTS"       // ranges proxy clients connect from, comma-separated CIDRs
+	EnvHostAddrs    = "STOCKADE_GATE_HOST_ADDRS"    // the engine host's addresses, comma-separated CIDRs
 )
 
 // Settings is what the gate's environment says.
@@ -28,10 +31,17 @@ type Settings struct {
 	Controlplane string
 	OTel         string
 	OTelInsecure bool
-	// Listen is the proxy's TCP address; "" means ListenAddr (every
-	// interface). A gate sharing its network namespace with the sandbox
-	// (sandbox/kubernetes) listens on loopback only.
+	// Listen is the proxy's TCP address ("ip:port"); "" means port Port
+	// on the gate's own address inside Clients (ListenOn). A gate sharing
+	// its network namespace with the sandbox (sandbox/kubernetes) listens
+	// on loopback.
 	Listen string
+	// Clients are the ranges the proxy's clients connect from: the
+	// session's gate network (sandbox/docker, internal/egress). A
+	// connection from anywhere else (the gate's outside network) is
+	// closed unserved. Loopback is always a client; empty means loopback
+	// only (a gate sharing its network namespace with the sandbox).
+	Clients []netip.Prefix
 	// Control is the control socket's address: a path, or "@name" for an
 	// abstract socket; "" means ControlSocket. A gate sharing its network
 	// namespace with the sandbox uses a path in a directory only the gate
@@ -40,12 +50,28 @@ type Settings struct {
 	Control string
 }
 
-// ListenOr returns s.Listen, or ListenAddr when it is empty.
-func (s Settings) ListenOr() string {
-	if s.Listen == "" {
-		return ListenAddr
+// ErrNoClientSide reports a gate none of whose addresses is in its
+// Clients: it has no side to serve.
+var ErrNoClientSide = errors.New("gate: none of its addresses is in its clients' ranges")
+
+// ListenOn returns the proxy's address for a gate whose interfaces have
+// the addresses own: s.Listen; else port Port on the first of own inside
+// s.Clients (the gate's address on its session's network, so nothing on
+// its outside network reaches the port), or on 127.0.0.1 when Clients is
+// empty. A gate with Clients but no address in them is ErrNoClientSide.
+func (s Settings) ListenOn(own []netip.Addr) (string, error) {
+	if s.Listen != "" {
+		return s.Listen, nil
 	}
-	return s.Listen
+	if len(s.Clients) == 0 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), Port).String(), nil
+	}
+	for _, a := range own {
+		if contains(s.Clients, a.Unmap()) {
+			return netip.AddrPortFrom(a.Unmap(), Port).String(), nil
+		}
+	}
+	return "", fmt.Errorf("%w: %v (has %v)", ErrNoClientSide, s.Clients, own)
 }
 
 // ControlOr returns s.Control, or ControlSocket when it is empty.
@@ -58,13 +84,9 @@ func (s Settings) ControlOr() string {
 
 // Env returns the environment that gives a gate s (see Settings).
 func (s Settings) Env() map[string]string {
-	priv := make([]string, len(s.Policy.Private))
-	for i, p := range s.Policy.Private {
-		priv[i] = p.String()
-	}
 	env := map[string]string{
 		EnvAllow:        strings.Join(s.Policy.Allowed, ","),
-		EnvPrivate:      strings.Join(priv, ","),
+		EnvPrivate:      joinPrefixes(s.Policy.Private),
 		EnvSession:      s.Session,
 		EnvToken:        s.Token,
 		EnvControlplane: s.Controlplane,
@@ -82,7 +104,35 @@ func (s Settings) Env() map[string]string {
 	if s.Control != "" {
 		env[EnvControl] = s.Control
 	}
+	if len(s.Clients) > 0 {
+		env[EnvClients] = joinPrefixes(s.Clients)
+	}
+	if len(s.Policy.HostAddrs) > 0 {
+		env[EnvHostAddrs] = joinPrefixes(s.Policy.HostAddrs)
+	}
 	return env
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
+}
+
+// parsePrefixes parses a comma-separated list of CIDRs (the environment's
+// spelling), each masked.
+func parsePrefixes(name, list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range split(list) {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("gate: %s: %w", name, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // FromEnv reads Settings from getenv, refusing malformed hosts, ranges or
@@ -109,12 +159,15 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.Policy.Allowed = append(s.Policy.Allowed, h)
 	}
-	for _, c := range split(getenv(EnvPrivate)) {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return s, fmt.Errorf("gate: %s: %w", EnvPrivate, err)
-		}
-		s.Policy.Private = append(s.Policy.Private, p.Masked())
+	var err error
+	if s.Policy.Private, err = parsePrefixes(EnvPrivate, getenv(EnvPrivate)); err != nil {
+		return s, err
+	}
+	if s.Policy.HostAddrs, err = parsePrefixes(EnvHostAddrs, getenv(EnvHostAddrs)); err != nil {
+		return s, err
+	}
+	if s.Clients, err = parsePrefixes(EnvClients, getenv(EnvClients)); err != nil {
+		return s, err
 	}
 	if s.OTel != "" {
 		if _, err := CheckOTelEndpoint(s.OTel, s.OTelInsecure, s.Policy); err != nil {

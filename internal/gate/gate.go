@@ -11,29 +11,42 @@
 // backend's topology sees to that), so the gate is the only way out and
 // must not be talked into going where the policy does not allow: names are
 // matched in one canonical spelling (CanonicalHost: no trailing dot, no
-// Unicode, no escapes), the gate resolves names itself and dials the
-// address it checked (no second lookup a rebinding DNS could answer
+// Unicode, no escapes), the gate resolves names itself, as any process on
+// its outside network does (its resolver, /etc/hosts then DNS), and dials
+// the address it checked (no second lookup a rebinding DNS could answer
 // differently), and addresses that are loopback, link-local (cloud
-// metadata), unspecified, multicast, broadcast or private are refused
-// unless Policy.Private admits the private range. A refusal is a 403 with
-// the reason in the body and in the X-Stockade-Gate-Reason header, at once.
-// The gate does not terminate TLS: a CONNECT is an opaque tunnel to the
-// admitted host and port, so the name the client puts in its TLS SNI or in
-// the HTTP Host inside the tunnel cannot change where the bytes go.
+// metadata), unspecified, multicast, broadcast, the engine host's or the
+// gate's own (Policy.HostAddrs), or private are refused, private ones
+// unless Policy.Private admits the range. A refusal is a 403 with the
+// reason in the body and in the X-Stockade-Gate-Reason header, at once.
+// A client that ends its sending side once its request is sent is served
+// as any other: the request is not cancelled by it. The gate does not
+// terminate TLS: a CONNECT is an opaque tunnel to the admitted host and
+// port, so the name the client puts in its TLS SNI or in the HTTP Host
+// inside the tunnel cannot change where the bytes go.
+//
+// Whatever else shares the gate's outside network is no client: the gate
+// listens on its address on its session's side only (Settings.ListenOn)
+// and closes, unserved and unrecorded, a connection from outside its
+// Clients' ranges and loopback, so nothing but the session's sandbox
+// gets its credentials or is recorded as the session's. Every string of
+// a Record is cut to MaxFieldBytes, so the record stays readable whatever
+// the sandbox sends.
 //
 // # Protocol between host and gate
 //
 // The gate takes its configuration from its environment (see
 // cmd/stockade-gate): STOCKADE_GATE_ALLOW, STOCKADE_GATE_ANY,
-// STOCKADE_GATE_PRIVATE, STOCKADE_GATE_TOKEN, STOCKADE_GATE_SESSION,
-// STOCKADE_GATE_CONTROLPLANE, STOCKADE_GATE_OTEL, STOCKADE_GATE_OTEL_INSECURE
-// (Env names them). It listens for proxy
-// requests on ListenAddr (":3128") and for the host on an abstract Unix
-// socket (ControlSocket), which only processes in the gate's network
-// namespace can reach: the host runs `stockade-gate ready` or
-// `stockade-gate log` in the gate container (an exec), which send one line
-// ("ready" or "log") and copy the answer ("ok", or LogDump as JSON) to
-// stdout.
+// STOCKADE_GATE_PRIVATE, STOCKADE_GATE_HOST_ADDRS, STOCKADE_GATE_CLIENTS,
+// STOCKADE_GATE_TOKEN, STOCKADE_GATE_SESSION, STOCKADE_GATE_CONTROLPLANE,
+// STOCKADE_GATE_OTEL, STOCKADE_GATE_OTEL_INSECURE, STOCKADE_GATE_LISTEN,
+// STOCKADE_GATE_CONTROL (Env names them). It listens for proxy requests
+// on port Port of its address inside its clients' ranges (or
+// STOCKADE_GATE_LISTEN) and for the host on an abstract Unix socket
+// (ControlSocket), which only processes in the gate's network namespace
+// can reach: the host runs `stockade-gate ready` or `stockade-gate log` in
+// the gate container (an exec), which send one line ("ready" or "log") and
+// copy the answer ("ok", or LogDump as JSON) to stdout.
 //
 // # Control plane
 //
@@ -57,9 +70,10 @@
 // collector itself, over its outside network, with AddrDialer: not through
 // its policy (the connection is the gate's, not the sandbox's, so the host
 // rules do not apply), but under the same address rules, so a collector
-// name resolving to loopback, link-local or an unadmitted private address
-// is never dialled. The export never holds up a request: spans wait in a
-// bounded queue and are dropped when it is full; each export is bounded
+// name resolving to loopback, link-local, the engine's host or an
+// unadmitted private address is never dialled. The export never holds up
+// a request: spans wait in a bounded queue and are dropped when it is
+// full; each export is bounded
 // by a timeout; at SIGTERM the gate flushes for at most
 // telemetry.ShutdownBudget. Values from the sandbox (host, method, reason)
 // are cut to 256 bytes.
@@ -113,11 +127,8 @@ import (
 	"time"
 )
 
-// ListenAddr is where the gate takes proxy requests, on every interface of
-// its container (the sandbox reaches it on the session network).
-const ListenAddr = ":3128"
-
-// Port is ListenAddr's port, for the proxy URL the backend hands the
+// Port is where the gate takes proxy requests (on the address
+// Settings.ListenOn chooses), for the proxy URL the backend hands the
 // sandbox.
 const Port = 3128
 
@@ -161,6 +172,9 @@ type Config struct {
 	// Dial connects to a vetted address ("ip:port"); nil means a
 	// net.Dialer with DialTimeout. Tests point it elsewhere.
 	Dial DialFunc
+	// Clients are the ranges Serve takes connections from (Settings.
+	// Clients), besides loopback; empty means loopback only.
+	Clients []netip.Prefix
 }
 
 // Server is the proxy; it implements http.Handler.
@@ -169,6 +183,8 @@ type Server struct {
 	log      *Log
 	resolver Resolver
 	logger   *slog.Logger
+	// outsiders counts the connections Serve closed unserved.
+	outsiders atomic.Int64
 }
 
 // New returns a server for cfg.
@@ -297,13 +313,19 @@ func AddrDialer(p Policy, r Resolver, dial DialFunc) DialFunc {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A client may end its sending side once its request is sent (HTTP/1.x
+	// allows it; busybox nc does at the end of its input), and the HTTP
+	// server then cancels r.Context(): that must not cancel the request.
+	// Each step has its own bound instead (DialTimeout,
+	// ResponseHeaderTimeout), and a client that is gone fails the writes.
+	ctx := context.WithoutCancel(r.Context())
 	rec := Record{Time: time.Now().UTC(), Method: r.Method}
 	// A hijacked client connection closes only once the record is in the
 	// log: a client that reads until the connection closes finds it there.
 	var client net.Conn
 	defer func() {
 		rec.Duration = time.Since(rec.Time)
-		s.log.Add(rec)
+		rec = s.log.Add(rec)
 		if s.cfg.OnRecord != nil {
 			s.cfg.OnRecord(rec)
 		}
@@ -312,10 +334,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if r.Method == http.MethodConnect {
-		client = s.connect(w, r, &rec)
+		client = s.connect(ctx, w, r, &rec)
 		return
 	}
-	client = s.forward(w, r, &rec)
+	client = s.forward(ctx, w, r, &rec)
 }
 
 // refuse answers a refusal or failure at once, with the reason.
@@ -357,7 +379,7 @@ func splitHostPort(authority, def string) (host string, port uint16, err error) 
 // admit judges the request's authority (defPort when it names none): it
 // fills in rec's host and port and returns the vetted destination, or
 // answers the refusal (400, 403 or 502) and returns nil.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, rec *Record, authority, defPort string) (*vetted, uint16) {
+func (s *Server) admit(ctx context.Context, w http.ResponseWriter, rec *Record, authority, defPort string) (*vetted, uint16) {
 	host, port, err := splitHostPort(authority, defPort)
 	rec.Host, rec.Port = host, strconv.Itoa(int(port))
 	if err != nil {
@@ -365,7 +387,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rec *Record, auth
 		refuse(w, rec, http.StatusBadRequest, Invalid, err)
 		return nil, 0
 	}
-	v, refused, err := s.resolve(r.Context(), host, port)
+	v, refused, err := s.resolve(ctx, host, port)
 	switch {
 	case err != nil && refused:
 		refuse(w, rec, http.StatusForbidden, Refused, err)
@@ -379,12 +401,12 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, rec *Record, auth
 
 // connect opens a tunnel to an admitted host and port. It returns the
 // hijacked client connection, for the caller to close, or nil.
-func (s *Server) connect(w http.ResponseWriter, r *http.Request, rec *Record) (hijacked net.Conn) {
-	v, port := s.admit(w, r, rec, r.Host, "")
+func (s *Server) connect(ctx context.Context, w http.ResponseWriter, r *http.Request, rec *Record) (hijacked net.Conn) {
+	v, port := s.admit(ctx, w, rec, r.Host, "")
 	if v == nil {
 		return nil
 	}
-	up, err := v.dial(r.Context(), s.cfg.Dial)
+	up, err := v.dial(ctx, s.cfg.Dial)
 	if err != nil {
 		refuse(w, rec, http.StatusBadGateway, Failed, err)
 		return nil
@@ -489,18 +511,18 @@ func stripHop(h http.Header) {
 // forward passes a plain-HTTP request in absolute form to an admitted
 // upstream and copies the answer back. It returns the hijacked client
 // connection, for the caller to close, or nil.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) (hijacked net.Conn) {
+func (s *Server) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, rec *Record) (hijacked net.Conn) {
 	if r.URL.Scheme != "http" || r.URL.Host == "" {
 		rec.Host = r.Host
 		refuse(w, rec, http.StatusBadRequest, Invalid, fmt.Errorf("not a proxy request: want an absolute http:// URL or CONNECT, got %q", r.URL.String()))
 		return nil
 	}
-	v, port := s.admit(w, r, rec, r.URL.Host, "80")
+	v, port := s.admit(ctx, w, rec, r.URL.Host, "80")
 	if v == nil {
 		return nil
 	}
 	host := rec.Host
-	up, err := v.dial(r.Context(), s.cfg.Dial)
+	up, err := v.dial(ctx, s.cfg.Dial)
 	if err != nil {
 		refuse(w, rec, http.StatusBadGateway, Failed, err)
 		return nil
@@ -510,7 +532,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rec *Record) (h
 	// One request per upstream connection, closed after the answer: the
 	// answer's body is then everything the upstream sends after its head,
 	// relayed as it comes (splice where the kernel can), chunked or not.
-	out := r.Clone(r.Context())
+	out := r.Clone(ctx)
 	out.RequestURI, out.Host, out.Close = "", r.URL.Host, true
 	stripHop(out.Header)
 	s.substitute(host, out.Header)
@@ -575,16 +597,54 @@ func (c *countReader) Read(p []byte) (int, error) {
 
 func (c *countReader) Close() error { return c.r.Close() }
 
-// Serve serves proxy requests on l until ctx ends.
+// Serve serves proxy requests on l until ctx ends, to clients on loopback
+// or in Config.Clients only: a connection from anywhere else is closed
+// unread, and nothing of it is recorded (it is no request of the
+// session's).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: ReadHeaderTimeout, ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn)}
 	go func() {
 		<-ctx.Done()
 		hs.Close()
 	}()
-	err := hs.Serve(l)
+	err := hs.Serve(clientListener{l, s})
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// clientListener passes on the connections of Serve's clients only.
+type clientListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l clientListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.isClient(c.RemoteAddr()) {
+			return c, nil
+		}
+		c.Close()
+		// Logged at the 1st, 2nd, 4th, 8th... such connection: a flood
+		// from outside cannot flood the gate's log.
+		if n := l.s.outsiders.Add(1); n&(n-1) == 0 {
+			l.s.logger.Warn("closed connections from outside the session's side", "remote", c.RemoteAddr().String(), "count", n)
+		}
+	}
+}
+
+// isClient reports whether a connection from addr is the session's:
+// from loopback or from a range of Config.Clients.
+func (s *Server) isClient(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	a := ta.AddrPort().Addr().Unmap()
+	return a.IsLoopback() || contains(s.cfg.Clients, a)
 }

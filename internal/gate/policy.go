@@ -22,6 +22,11 @@ type Policy struct {
 	// Loopback, link-local, unspecified, multicast and broadcast addresses
 	// are refused whatever Private says.
 	Private []netip.Prefix
+	// HostAddrs are the addresses of the engine's host (its interfaces,
+	// the gateways of its bridges) and the gate's own: refused whatever
+	// Private says, so that no name, public or private, leads to a
+	// service of the host. Empty refuses none beyond the other rules.
+	HostAddrs []netip.Prefix
 }
 
 // Refusal reasons: each is a sentinel the refused request's record and 403
@@ -110,11 +115,11 @@ func (p Policy) AllowAddr(a netip.Addr) error {
 		why = "broadcast"
 	case a.Is4() && a.As4()[0] == 0:
 		why = "this-network (0.0.0.0/8)"
+	case contains(p.HostAddrs, a):
+		why = "an address of the engine's host"
 	case isPrivate(a):
-		for _, pr := range p.Private {
-			if pr.Contains(a) {
-				return nil
-			}
+		if contains(p.Private, a) {
+			return nil
 		}
 		why = "private"
 	default:
@@ -129,4 +134,14 @@ var sharedSpace = netip.MustParsePrefix("100.64.0.0/10")
 
 func isPrivate(a netip.Addr) bool {
 	return a.IsPrivate() || sharedSpace.Contains(a)
+}
+
+// contains reports whether a is in one of ps.
+func contains(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

@@ -112,10 +112,10 @@ func connect(t *testing.T, proxy *url.URL, target string) string {
 // handler ends, which may be just after the client has its answer).
 func records(t *testing.T, log *gate.Log, n int) []gate.Record {
 	t.Helper()
-	recs, _ := log.Snapshot()
+	recs := log.Snapshot().Records
 	for deadline := time.Now().Add(10 * time.Second); len(recs) < n && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
-		recs, _ = log.Snapshot()
+		recs = log.Snapshot().Records
 	}
 	if len(recs) != n {
 		t.Fatalf("log holds %d records; want %d: %+v", len(recs), n, recs)

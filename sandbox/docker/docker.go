@@ -296,6 +296,7 @@ type Provider struct {
 	// The egress gate's settings (Config.Gate…) and the engine that
 	// builds its default image.
 	gateOut     string
+	engineHost  string // the engine's address (egress.HostAddrs)
 	gatePrivate []netip.Prefix
 	gateHosts   []string
 	gateAny     bool // Config.GateUnrestricted
@@ -350,7 +351,7 @@ func New(cfg Config) (*Provider, error) {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
-		gateOut: out, gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c, gateCache: cfg.GateCacheDir, gateImg: cfg.GateImage,
+		gateOut: out, engineHost: c.Host(), gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c, gateCache: cfg.GateCacheDir, gateImg: cfg.GateImage,
 		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool)}, nil
 }
 
@@ -405,8 +406,9 @@ type resolved struct {
 	gated        bool
 	gate         container.Spec
 	gateName     string
-	gateNet      string // the session's gate network
-	gateDigest   string // label.Spec of the gate container
+	gateNet      string       // the session's gate network
+	gateSubnet   netip.Prefix // its range (ensureGateNetwork): the gate's clients
+	gateDigest   string       // label.Spec of the gate container
 	gateSettings gate.Settings
 	minter       sandbox.GateTokenMinter
 }
@@ -577,6 +579,17 @@ const maxProvisionAttempts = 40
 
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := p.provision(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	// Only a Provision that succeeded names the revoker Reap uses: a
+	// failed one (another policy, say) must not replace the session's.
+	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
+	return sb, nil
+}
+
+func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	start := time.Now()
 	r, err := p.resolve(ctx, spec)
 	if err != nil {
@@ -584,7 +597,6 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	}
 	name := p.containerName(spec.SessionID)
 	log := p.log.With("container", name, "session", string(spec.SessionID))
-	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
 	cfg, err := r.cfg.Config()
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
@@ -592,7 +604,10 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	// m is what this call created, the only objects its cleanup may
 	// remove: a concurrent Provision in another process may be using
 	// anything else of the session's.
-	m := &made{session: spec.SessionID, token: container.RandomHex(8)}
+	m := &made{session: spec.SessionID, token: container.RandomHex(8), revoker: spec.GateTokenRevoker}
+	if m.revoker == nil {
+		m.revoker = p.revokers.Default
+	}
 	p.startPool()
 	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
 		c, err := p.eng.ContainerInspect(ctx, name)
@@ -648,6 +663,10 @@ type made struct {
 	network   bool     // this call needed the owner's network
 	gate      string   // gate container ID; "" if this call made none
 	gateNet   bool     // this call created the session's gate network
+	// gateToken says this call persisted (or tried to) its gate's token,
+	// which revoker (its Spec's, or Config's) revokes when the gate goes.
+	gateToken bool
+	revoker   sandbox.GateTokenRevoker
 }
 
 // create makes the session's volumes, network (when it needs one), keeper
@@ -745,6 +764,14 @@ func (p *Provider) discard(ctx context.Context, m *made) error {
 		_, err := p.eng.ContainerInspect(dctx, p.containerName(m.session))
 		if errors.Is(err, dockerapi.ErrNotFound) {
 			if m.gate != "" {
+				// The token this call persisted goes with its gate: the
+				// gate goes whether or not the revocation worked (nothing
+				// else holds the token), and a failed one is reported.
+				if m.gateToken && m.revoker != nil {
+					if err := m.revoker.Revoke(dctx, m.session); err != nil {
+						errs = append(errs, fmt.Errorf("docker: revoke the gate token of %s: %w", m.session, err))
+					}
+				}
 				errs = append(errs, p.removeContainer(dctx, m.gate))
 			}
 			if m.gateNet {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/stockade/stockade/domain"
@@ -97,8 +96,9 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 	r.gateSettings = st
 	r.minter = g.TokenMinter
 	cs := container.GateSpec(p.owner, string(id))
+	// Its environment is made at its create (ensureGate), once its
+	// network's range is known.
 	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{egress.Alias}, p.gateHosts
-	cs.Env = st.Env()
 	r.gateDigest = egress.Digest(img, st, p.gateHosts, p.gateOut)
 	cs.Labels[label.Spec] = r.gateDigest
 	r.gate = cs
@@ -109,12 +109,13 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 // isolates as it must, creating it (and recording that in m) if needed.
 func (p *Provider) ensureGateNetwork(ctx context.Context, r *resolved, m *made) error {
 	id := r.spec.SessionID
-	created, err := egress.EnsureNetwork(ctx, p.eng, egress.NetworkSpec{
+	subnet, created, err := egress.EnsureNetwork(ctx, p.eng, egress.NetworkSpec{
 		Name: r.gateNet, Labels: p.gateLabels(id), Pool: p.pool, Seed: p.owner + "\x00" + string(id),
 	})
 	if created {
 		m.gateNet = true
 	}
+	r.gateSubnet = subnet
 	if errors.Is(err, egress.ErrNotIsolated) {
 		return fmt.Errorf("docker: networking %q: the engine did not keep network %s internal with %s=true, so the sandbox could reach the host past its gate: %w",
 			domain.NetLimited, r.gateNet, egress.InhibitOption, sandbox.ErrNetworkingUnsupported)
@@ -169,11 +170,17 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 		case !errors.Is(err, dockerapi.ErrNotFound):
 			return fmt.Errorf("docker: inspect %s: %w", r.gateName, err)
 		}
+		// The gate serves its session's network only and refuses the
+		// engine host's addresses, as they are now.
+		st, err := egress.SettingsOn(ctx, p.eng, p.engineHost, r.gateSettings, r.gateSubnet)
+		if err != nil {
+			return fmt.Errorf("docker: %w", err)
+		}
 		spec := r.gate
+		spec.Env = st.Env()
 		var token string
 		if r.minter != nil {
 			token = r.minter.Generate()
-			spec.Env = maps.Clone(spec.Env)
 			spec.Env[gate.EnvToken] = token
 		}
 		persist := func(ctx context.Context, cid string) error {
@@ -181,6 +188,7 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 			if r.minter == nil {
 				return nil
 			}
+			m.gateToken = true
 			if err := r.minter.Persist(ctx, id, token); err != nil {
 				return fmt.Errorf("docker: persist the gate token of %s: %w", id, err)
 			}
@@ -237,32 +245,33 @@ func (p *Provider) healGate(ctx context.Context, id domain.ID) error {
 	return p.waitGate(ctx, c.ID, name)
 }
 
-// EgressLog returns what session sessionID's gate recorded, oldest first:
-// every request it saw (at most gate.DefaultLogRecords, the oldest dropped
-// beyond), with its verdict. A session without a gate is
+// EgressLog returns what session sessionID's gate recorded: every request
+// it saw, oldest first (at most gate.DefaultLogRecords, the oldest dropped
+// beyond), with its verdict, and how many records were dropped or had a
+// field cut to gate.MaxFieldBytes. A session without a gate is
 // sandbox.ErrNotFound; a gate that is not running is ErrGateDown (its
 // record went with it: the record lives in the gate's memory).
-func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) ([]domain.EgressRecord, error) {
+func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) (domain.EgressLog, error) {
 	if err := sessionID.Validate(); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
+		return domain.EgressLog{}, fmt.Errorf("docker: %w", err)
 	}
 	name := p.gateName(sessionID)
 	c, err := p.eng.ContainerInspect(ctx, name)
 	switch {
 	case errors.Is(err, dockerapi.ErrNotFound):
-		return nil, fmt.Errorf("docker: session %s has no gate: %w", sessionID, sandbox.ErrNotFound)
+		return domain.EgressLog{}, fmt.Errorf("docker: session %s has no gate: %w", sessionID, sandbox.ErrNotFound)
 	case err != nil:
-		return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
+		return domain.EgressLog{}, fmt.Errorf("docker: inspect %s: %w", name, err)
 	case !label.Has(c.Config.Labels, p.gateLabels(sessionID)):
-		return nil, fmt.Errorf("docker: %s is not session %s's gate: %w", name, sessionID, sandbox.ErrNotFound)
+		return domain.EgressLog{}, fmt.Errorf("docker: %s is not session %s's gate: %w", name, sessionID, sandbox.ErrNotFound)
 	case !c.State.Running:
-		return nil, fmt.Errorf("docker: session %s: %w", sessionID, ErrGateDown)
+		return domain.EgressLog{}, fmt.Errorf("docker: session %s: %w", sessionID, ErrGateDown)
 	}
 	dump, err := egress.ReadLog(ctx, p.eng, c.ID, name, p.log)
 	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
+		return domain.EgressLog{}, fmt.Errorf("docker: %w", err)
 	}
-	return dump.Records, nil
+	return dump, nil
 }
 
 // removeGateNetwork removes session id's gate network if it is there and

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/gate/otlptest"
+	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"github.com/stockade/stockade/sandbox/sandboxtest"
@@ -25,8 +27,11 @@ import (
 // the test network, its range admitted, and allowed names pinned to
 // refused addresses.
 func gateConfig(u *enginetest.Upstream, owner string) Config {
+	// Where the gate image's busybox is fetched on a host without one.
+	cache, _ := enginetest.ImageCacheDir()
 	return Config{
 		Owner:            owner,
+		GateCacheDir:     cache,
 		GateNetwork:      u.Network,
 		GateAllowPrivate: []netip.Prefix{u.Subnet},
 		GateExtraHosts: []string{
@@ -261,6 +266,122 @@ func TestGate(t *testing.T) {
 			t.Errorf("IPv6 is not disabled in the sandbox: %q", res.Stdout)
 		}
 	})
+	t.Run("OutsideCannotUseTheGate", func(t *testing.T) {
+		// A container on the gate's outside network that is no session's
+		// asks the gate of gate-a for an allowed host, by plain HTTP and
+		// by CONNECT: the gate serves only its session's side, so neither
+		// reaches the upstream, and the session's record does not grow.
+		jg, err := c.ContainerInspect(ctx, p.gateName("gate-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gip := jg.NetworkSettings.Networks[u.Network].IPAddress
+		before, err := p.EgressLog(ctx, "gate-a")
+		n := len(before.Records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := container.Spec{Image: img, Network: u.Network, Labels: label.Base(owner+"-intruder", "test"),
+			Cmd: []string{"/bin/sh", "-c", fmt.Sprintf(`{ printf 'GET http://allowed.test:8080/intruder HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n'; sleep 2; } | timeout 5 busybox nc %[1]s 3128
+{ printf 'CONNECT allowed.test:8443 HTTP/1.1\r\nHost: allowed.test:8443\r\n\r\n'; sleep 2; } | timeout 5 busybox nc %[1]s 3128`, gip)}}
+		res, err := container.Run(ctx, c, spec, container.RunOptions{Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := string(res.Stdout)
+		if strings.Contains(out, "path=/intruder") || strings.Contains(out, "established") {
+			t.Errorf("a container on the outside network used the session's gate: %q %q", out, res.Stderr)
+		}
+		after, err := p.EgressLog(ctx, "gate-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after.Records) != n {
+			t.Errorf("the session's record went from %d to %d records: %+v", n, len(after.Records), after.Records[n:])
+		}
+		// The session itself is still served.
+		if ok := gsh(t, sbA, "busybox wget -q -O - http://allowed.test:8080/still"); !strings.Contains(ok.Stdout, "path=/still") {
+			t.Errorf("the session's own request after the intruder's: %+v", ok)
+		}
+	})
+	t.Run("HostAddressesRefused", func(t *testing.T) {
+		// A listener on every interface of the host counts connections.
+		l, err := net.Listen("tcp4", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hits atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				hits.Add(1)
+				c.Close()
+			}
+		}()
+		port := l.Addr().(*net.TCPAddr).Port
+		// The host's own addresses (not the bridges other tests make and
+		// remove meanwhile) and the outside network's gateway, each
+		// admitted as a private /32 and allowed as a host, so that only a
+		// rule for the host's addresses can refuse them; and a name
+		// resolving to one of them.
+		targets := []netip.Addr{u.Subnet.Addr().Next()}
+		ifs, err := net.Interfaces()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ifc := range ifs {
+			if ifc.Flags&net.FlagLoopback != 0 || strings.HasPrefix(ifc.Name, "br-") || strings.HasPrefix(ifc.Name, "veth") {
+				continue
+			}
+			as, _ := ifc.Addrs()
+			for _, a := range as {
+				if pr, err := netip.ParsePrefix(a.String()); err == nil && pr.Addr().Is4() && !pr.Addr().IsLinkLocalUnicast() {
+					targets = append(targets, pr.Addr())
+				}
+			}
+		}
+		cfg := gateConfig(u, owner)
+		hosts := []string{"*.allowed.test"}
+		for _, a := range targets {
+			cfg.GateAllowPrivate = append(cfg.GateAllowPrivate, netip.PrefixFrom(a, 32))
+			hosts = append(hosts, a.String())
+		}
+		cfg.GateExtraHosts = append(cfg.GateExtraHosts, "host.allowed.test:"+targets[len(targets)-1].String())
+		ph, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := ph.Provision(ctx, sandbox.Spec{SessionID: "gate-h", Image: img, Networking: domain.Networking{Type: domain.NetLimited, AllowedHosts: hosts}, Gate: &sandbox.GateSpec{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ph.Reap(ctx, "gate-h")
+		names := []string{"host.allowed.test"}
+		for _, a := range targets {
+			names = append(names, a.String())
+		}
+		var cmd []string
+		for _, n := range names {
+			// nc, not wget: busybox wget crashes on an IP literal through a proxy.
+			cmd = append(cmd, fmt.Sprintf(`printf 'GET http://%[1]s:%[2]d/host HTTP/1.1\r\nHost: %[1]s:%[2]d\r\n\r\n' | timeout 10 busybox nc stockade-gate 3128 | grep -q 'X-Stockade-Gate-Reason: .*engine.s host' && echo refused %[1]s`, n, port))
+		}
+		res := gsh(t, sb, strings.Join(cmd, "; ")+"; true")
+		l.Close()
+		<-done
+		for _, n := range names {
+			if !strings.Contains(res.Stdout, "refused "+n+"\n") {
+				t.Errorf("a request through the gate to the host at %s was not refused: %q", n, res.Stdout)
+			}
+		}
+		if n := hits.Load(); n != 0 {
+			t.Errorf("the gate reached the host %d times (targets %v): %q", n, names, res.Stdout)
+		}
+	})
 	t.Run("OtherSessionUnreachable", func(t *testing.T) {
 		jb, err := c.ContainerInspect(ctx, sbB.ID())
 		if err != nil {
@@ -388,7 +509,8 @@ func TestGate(t *testing.T) {
 		if any.ExitCode != 0 || loop.ExitCode == 0 || !strings.Contains(loop.Stdout, "403") || direct.ExitCode == 0 {
 			t.Errorf("unrestricted through a gate: any host %+v, loopback %+v, direct %+v; want the first only", any, loop, direct)
 		}
-		recs, err := pu.EgressLog(ctx, "gate-u")
+		log, err := pu.EgressLog(ctx, "gate-u")
+		recs := log.Records
 		if err != nil || len(recs) != 2 || recs[0].Host != "denied.test" || recs[0].Verdict != domain.EgressAllowed || recs[1].Verdict != domain.EgressRefused {
 			t.Errorf("EgressLog = %+v, %v; want the two requests", recs, err)
 		}
@@ -410,6 +532,77 @@ func TestGate(t *testing.T) {
 			t.Errorf("after Reap, volumes %v, %v", vs, err)
 		}
 	})
+}
+
+// TestGateUserNetwork: gates whose outside network is one the platform
+// made (`docker network create`, the engine choosing its range) reach an
+// upstream by the aliases it has there, through the engine's resolver,
+// with nothing pinned; also for clients that close their sending side
+// once the request is sent (busybox nc, as any HTTP/1.x client may).
+func TestGateUserNetwork(t *testing.T) {
+	c := enginetest.Client(t)
+	if isPodman(t, c) {
+		t.Skip("Podman refuses NetLimited (TestContract checks the refusal)")
+	}
+	img := testImage(t, c)
+	owner := enginetest.Owner(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	network := "stockade-test-usernet-" + container.RandomHex(4)
+	if _, err := c.NetworkCreate(ctx, dockerapi.NetworkCreate{Name: network, Driver: "bridge", Labels: label.Base(owner+"-network", "test"), CheckDuplicate: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.NetworkRemove(ctx, network); err != nil {
+			t.Errorf("remove network %s: %v", network, err)
+		}
+	})
+	// Registered after the network's cleanup, so it runs first.
+	u := enginetest.StartUpstreamWith(t, c, owner, enginetest.UpstreamOptions{Network: network})
+	cache, _ := enginetest.ImageCacheDir()
+	p, err := New(Config{Owner: owner, GateNetwork: network, GateAllowPrivate: []netip.Prefix{u.Subnet}, GateCacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := p.Reap(ctx, "usernet"); err != nil {
+			t.Error(err)
+		}
+	})
+	limited := domain.Networking{Type: domain.NetLimited, AllowedHosts: []string{"allowed.test", "*.allowed.test"}}
+	sb, err := p.Provision(ctx, sandbox.Spec{SessionID: "usernet", Image: img, Networking: limited, Gate: &sandbox.GateSpec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, cmd, want string }{
+		{"GET allowed.test", "busybox wget -q -O - http://allowed.test:8080/a 2>&1", "upstream host=allowed.test:8080 path=/a"},
+		{"GET sub.allowed.test", "busybox wget -q -O - http://sub.allowed.test:8080/b 2>&1", "upstream host=sub.allowed.test:8080 path=/b"},
+		{"GET, half-closed", `printf 'GET http://allowed.test:8080/c HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n' | busybox nc stockade-gate 3128`, "path=/c"},
+		{"CONNECT, half-closed", `printf 'CONNECT sub.allowed.test:8443 HTTP/1.1\r\nHost: sub.allowed.test:8443\r\n\r\n' | busybox nc stockade-gate 3128`, "200 Connection established"},
+		{"denied", "busybox wget -q -O - http://denied.test:8080/d 2>&1", "403"},
+	} {
+		if res := gsh(t, sb, tc.cmd); !strings.Contains(res.Stdout, tc.want) {
+			t.Errorf("%s: %q %q; want %q", tc.name, res.Stdout, res.Stderr, tc.want)
+		}
+	}
+	log, err := p.EgressLog(ctx, "usernet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := log.Records
+	allowed := 0
+	for _, r := range recs {
+		if r.Verdict == domain.EgressAllowed && strings.HasPrefix(r.Addr, u.IP+":") {
+			allowed++
+		}
+	}
+	if allowed != 4 {
+		t.Errorf("the record holds %d allowed requests to the upstream at %s; want 4: %+v", allowed, u.IP, recs)
+	}
 }
 
 // failingMinter cannot persist.

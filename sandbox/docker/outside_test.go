@@ -64,11 +64,11 @@ func run(owner, image, network, subnet string) error {
 		return fmt.Errorf("exec: %w", err)
 	}
 	fmt.Printf("exit %d\n%s", res.ExitCode, res.Stdout)
-	recs, err := p.EgressLog(ctx, "outside")
+	log, err := p.EgressLog(ctx, "outside")
 	if err != nil {
 		return fmt.Errorf("egress log: %w", err)
 	}
-	for _, r := range recs {
+	for _, r := range log.Records {
 		fmt.Printf("record %s %s\n", r.Host, r.Verdict)
 	}
 	return nil

@@ -348,32 +348,33 @@ func (p *Provider) healGate(ctx context.Context, pod *corev1.Pod) error {
 	}
 }
 
-// EgressLog returns what session sessionID's gate recorded, oldest first:
-// every request it saw (at most gate.DefaultLogRecords, the oldest dropped
-// beyond), with its verdict, read with `stockade-gate log` in the gate
-// container through pods/exec (the control socket is in no other
+// EgressLog returns what session sessionID's gate recorded: every request
+// it saw, oldest first (at most gate.DefaultLogRecords, the oldest dropped
+// beyond), with its verdict, and how many records were dropped or had a
+// field cut to gate.MaxFieldBytes, read with `stockade-gate log` in the
+// gate container through pods/exec (the control socket is in no other
 // container's reach). A session without a gate is sandbox.ErrNotFound; a
 // gate that is not running is ErrGateDown (its record went with it: the
 // record lives in the gate's memory).
-func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) ([]domain.EgressRecord, error) {
+func (p *Provider) EgressLog(ctx context.Context, sessionID domain.ID) (domain.EgressLog, error) {
 	if err := sessionID.Validate(); err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
+		return domain.EgressLog{}, fmt.Errorf("kubernetes: %w", err)
 	}
 	pod, err := p.find(ctx, sessionID)
 	if err != nil {
-		return nil, err
+		return domain.EgressLog{}, err
 	}
 	if !gated(pod) {
-		return nil, fmt.Errorf("kubernetes: session %s has no gate: %w", sessionID, sandbox.ErrNotFound)
+		return domain.EgressLog{}, fmt.Errorf("kubernetes: session %s has no gate: %w", sessionID, sandbox.ErrNotFound)
 	}
 	if up, why, _ := gateState(pod); !up {
-		return nil, fmt.Errorf("kubernetes: session %s: gate %s: %w", sessionID, why, ErrGateDown)
+		return domain.EgressLog{}, fmt.Errorf("kubernetes: session %s: gate %s: %w", sessionID, why, ErrGateDown)
 	}
 	// The one way to read a gate's record (egress.ReadLog: `stockade-gate
 	// log`, bounded, checked), through this pod's exec engine.
 	dump, err := egress.ReadLog(ctx, &execEngine{b: p.box(pod, sessionID)}, gateContainer, pod.Name, p.log)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes: %w", err)
+		return domain.EgressLog{}, fmt.Errorf("kubernetes: %w", err)
 	}
-	return dump.Records, nil
+	return dump, nil
 }

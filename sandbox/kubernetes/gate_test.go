@@ -331,10 +331,10 @@ func TestGateHeals(t *testing.T) {
 	if err := b.stream(ctx, gateContainer, []string{"/bin/sh", "-c", "kill -KILL -1"}, nil, io.Discard, io.Discard); err != nil {
 		t.Logf("kill: %v", err)
 	}
-	if recs, err := p.EgressLog(ctx, spec.SessionID); err != nil {
+	if log, err := p.EgressLog(ctx, spec.SessionID); err != nil {
 		t.Logf("EgressLog right after the kill: %v (ErrGateDown: %v)", err, errors.Is(err, ErrGateDown))
 	} else {
-		t.Logf("EgressLog right after the kill: %d records (the kubelet was quicker)", len(recs))
+		t.Logf("EgressLog right after the kill: %d records (the kubelet was quicker)", len(log.Records))
 	}
 	// Until the kubelet notices the death, the gate's status still says
 	// running, and requests fail closed (nothing listens on the gate's
@@ -363,10 +363,11 @@ func TestGateHeals(t *testing.T) {
 	if _, _, after := gateState(pod); after <= before {
 		t.Errorf("the gate's restart count is %d, was %d: it was not killed", after, before)
 	}
-	recs, err := p.EgressLog(ctx, spec.SessionID)
+	log, err := p.EgressLog(ctx, spec.SessionID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	recs := log.Records
 	if len(recs) != 1 || recs[0].Verdict != domain.EgressAllowed {
 		t.Errorf("the healed gate's record %+v; want the one request since", recs)
 	}

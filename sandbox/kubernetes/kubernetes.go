@@ -527,6 +527,17 @@ func sortedKeys(m map[string]string) []string {
 
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	sb, err := p.provision(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	// Only a Provision that succeeded names the revoker Reap uses: a
+	// failed one (another policy, say) must not replace the session's.
+	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
+	return sb, nil
+}
+
+func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
 	start := time.Now()
 	r, err := p.resolve(spec)
 	if errors.Is(err, sandbox.ErrNetworkingUnsupported) {
@@ -538,7 +549,6 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	if err != nil {
 		return nil, err
 	}
-	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
 	name := r.pod.Name
 	pods := p.cs.CoreV1().Pods(p.ns)
 	for attempt := 0; ; attempt++ {
@@ -555,8 +565,7 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		created := err == nil
 		if created && r.minter != nil {
 			if got, err = p.releaseToken(ctx, r, got, token); err != nil {
-				p.deletePod(ctx, name, got.UID)
-				return nil, err
+				return nil, errors.Join(err, p.discardCreated(ctx, got, spec, true))
 			}
 		}
 		if apierrors.IsAlreadyExists(err) {
@@ -607,12 +616,11 @@ func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		}
 		got, err = p.waitRunning(ctx, got, created)
 		if err != nil {
+			err = fmt.Errorf("kubernetes: provision %s: %w", spec.SessionID, err)
 			if created {
-				// Only what this call made, by UID: never a concurrent
-				// call's pod.
-				p.deletePod(ctx, name, got.UID)
+				err = errors.Join(err, p.discardCreated(ctx, got, spec, r.minter != nil))
 			}
-			return nil, fmt.Errorf("kubernetes: provision %s: %w", spec.SessionID, err)
+			return nil, err
 		}
 		p.log.Debug("provisioned", "pod", name, "session", string(spec.SessionID), "created", created, "dur", time.Since(start))
 		return p.box(got, spec.SessionID), nil
@@ -870,6 +878,28 @@ func (p *Provider) remove(ctx context.Context, id domain.ID) error {
 	}
 	p.revokers.Forget(id)
 	return nil
+}
+
+// discardCreated deletes pod, which this Provision created and which
+// failed (only that pod, by UID: never a concurrent call's), and, when
+// this call persisted (or tried to persist) its gate's token, revokes it
+// through spec's revoker (or Config's): the token goes with the gate that
+// held it. A failed deletion or revocation is the error.
+func (p *Provider) discardCreated(ctx context.Context, pod *corev1.Pod, spec sandbox.Spec, persisted bool) error {
+	err := p.deletePod(ctx, pod.Name, pod.UID)
+	rv := spec.GateTokenRevoker
+	if rv == nil {
+		rv = p.revokers.Default
+	}
+	if !persisted || rv == nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeBudget)
+	defer cancel()
+	if rerr := rv.Revoke(rctx, spec.SessionID); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("kubernetes: revoke the gate token of %s: %w", spec.SessionID, rerr))
+	}
+	return err
 }
 
 // deletePod deletes the pod name with UID uid (and nothing else of the

@@ -36,9 +36,10 @@ type GateHarness struct {
 }
 
 // EgressLogger is what a backend that supports NetLimited gives the
-// suite: its gate's record of a session, oldest first.
+// suite: its gate's record of a session, oldest first, with what its
+// bounds dropped or cut.
 type EgressLogger interface {
-	EgressLog(ctx context.Context, sessionID domain.ID) ([]domain.EgressRecord, error)
+	EgressLog(ctx context.Context, sessionID domain.ID) (domain.EgressLog, error)
 }
 
 // minter counts Generate and Persist calls.
@@ -114,6 +115,8 @@ func testGate(t *testing.T, r *run) {
 		host, verdict string
 	}
 	var want []attempt
+	// other is the revoker of a Provision of id that fails: never id's.
+	other := &revoker{p: r.h.Provider}
 
 	t.Run("AllowedHTTP", func(t *testing.T) {
 		for _, h := range []string{g.Allowed, strings.ToUpper(g.Allowed), g.Sub} {
@@ -198,9 +201,13 @@ func testGate(t *testing.T, r *run) {
 		if !ok {
 			t.Fatalf("the provider supports NetLimited but has no EgressLog")
 		}
-		recs, err := el.EgressLog(ctx, id)
+		log, err := el.EgressLog(ctx, id)
 		if err != nil {
 			t.Fatal(err)
+		}
+		recs := log.Records
+		if log.Dropped != 0 || log.Truncated != 0 {
+			t.Errorf("the record says %d dropped and %d truncated; want none", log.Dropped, log.Truncated)
 		}
 		i := 0
 		for _, rec := range recs {
@@ -219,6 +226,68 @@ func testGate(t *testing.T, r *run) {
 		}
 		if !slices.IsSortedFunc(recs, func(a, b domain.EgressRecord) int { return a.Time.Compare(b.Time) }) {
 			t.Errorf("records are not oldest first")
+		}
+	})
+	t.Run("RecordBounded", func(t *testing.T) {
+		// Five requests with a Host of a million bytes: the record keeps
+		// each, cut to its bound, and stays readable.
+		res := run(t, `gate=${http_proxy#http://}; gate=${gate%/}
+head -c 1000000 /dev/zero | tr '\0' a >/tmp/host
+for i in 1 2 3 4 5; do { printf 'GET / HTTP/1.1\r\nHost: '; cat /tmp/host; printf '\r\n\r\n'; } | timeout 20 busybox nc ${gate%:*} ${gate##*:} >/dev/null; done; echo sent`)
+		if !strings.Contains(res.Stdout, "sent") {
+			t.Fatalf("huge requests: %+v", res)
+		}
+		el := r.h.Provider.(EgressLogger)
+		log, err := el.EgressLog(ctx, id)
+		if err != nil {
+			t.Fatalf("EgressLog after five huge requests = %v", err)
+		}
+		if log.Truncated != 5 || log.Dropped != 0 {
+			t.Errorf("the record says %d truncated, %d dropped; want the 5 huge requests truncated", log.Truncated, log.Dropped)
+		}
+		recs := log.Records
+		huge := 0
+		for _, rec := range recs {
+			if strings.HasPrefix(rec.Host, "aaaa") {
+				huge++
+				if len(rec.Host) > 1024 {
+					t.Errorf("a record keeps a host of %d bytes", len(rec.Host))
+				}
+			}
+		}
+		if huge != 5 || len(recs) == 0 || recs[0].Verdict != domain.EgressAllowed {
+			t.Errorf("the record holds %d of the 5 huge requests (and starts with %+v); want all, after the allowed ones", huge, recs[:min(1, len(recs))])
+		}
+	})
+	t.Run("FailedProvisionKeepsRevoker", func(t *testing.T) {
+		// Another policy for the session fails, and must not make its
+		// revoker the session's: Reap (below) revokes through rv.
+		s := spec
+		s.Networking.AllowedHosts = []string{g.Denied}
+		s.Gate, s.GateTokenRevoker = &sandbox.GateSpec{TokenMinter: &minter{}}, other
+		if _, err := r.h.Provider.Provision(ctx, s); !errors.Is(err, sandbox.ErrSpecMismatch) {
+			t.Errorf("Provision of %s with another policy = %v; want ErrSpecMismatch", id, err)
+		}
+	})
+	t.Run("FailedGateRevokesItsToken", func(t *testing.T) {
+		// A gate whose control plane does not answer as one never
+		// starts: the token its Provision persisted is revoked, through
+		// that Provision's revoker, and nothing of the session is left.
+		fid := r.id("gatefail")
+		m, rv := &minter{}, &revoker{p: r.h.Provider}
+		s := spec
+		s.SessionID, s.GateTokenRevoker = fid, rv
+		s.Gate = &sandbox.GateSpec{TokenMinter: m, ControlplaneURL: fmt.Sprintf("http://%s:%d/not-a-control-plane", g.UpstreamIP, g.HTTPPort)}
+		if _, err := r.h.Provider.Provision(ctx, s); err == nil {
+			r.h.Provider.Reap(ctx, fid)
+			t.Fatalf("Provision with a gate that cannot start succeeded")
+		}
+		if len(m.persisted) != 1 || len(rv.revoked) != 1 || rv.revoked[0] != fid {
+			t.Errorf("a failed gate: %d tokens persisted, revocations %q; want 1 persisted and revoked", len(m.persisted), rv.revoked)
+		}
+		if slices.Contains(owned(t, r.h.Provider), fid) {
+			t.Errorf("a Provision whose gate failed left session %s", fid)
+			r.h.Provider.Reap(ctx, fid)
 		}
 	})
 	t.Run("ConcurrentProvisionPersistsOneToken", func(t *testing.T) {
@@ -261,6 +330,9 @@ func testGate(t *testing.T, r *run) {
 		}
 		if len(rv.revoked) != 1 || rv.revoked[0] != id || !rv.existed[0] {
 			t.Errorf("revocations %q (sandbox existed then: %v); want one, before removal", rv.revoked, rv.existed)
+		}
+		if len(other.revoked) != 0 {
+			t.Errorf("the revoker of a failed Provision revoked %q; want none", other.revoked)
 		}
 		if slices.Contains(owned(t, r.h.Provider), id) {
 			t.Errorf("Owned() lists %s after Reap", id)
