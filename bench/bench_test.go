@@ -5,7 +5,8 @@
 //
 // It prints one table of medians and ratios, every row measured side by side
 // in the same run, rounds interleaved so load on the machine falls on all
-// columns alike. docs/PERFORMANCE.md records the figures and the machine.
+// columns alike. docs/PERFORMANCE.md holds the current figures; the runs
+// they come from, with the machine and its load, are in bench/results/.
 //
 // Environment: STOCKADE_BENCH_ROUNDS (default 3) rounds of the fast
 // measurements; STOCKADE_BENCH_EMPTY_ROUNDS (default 2) rounds of the
