@@ -3,7 +3,6 @@ package cacheseed
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -196,7 +196,7 @@ func testDataDir(t testing.TB) string {
 			continue
 		}
 		tmp := filepath.Join(d, SeedsDir, ".link-"+e.Name()+"-"+container.RandomHex(4))
-		if err := linkTree(src, tmp); err != nil {
+		if err := hosttest.LinkTree(src, tmp); err != nil {
 			os.RemoveAll(tmp)
 			t.Logf("linking the shared seed %s: %v (it is built here instead)", e.Name(), err)
 			continue
@@ -207,41 +207,6 @@ func testDataDir(t testing.TB) string {
 		}
 	}
 	return d
-}
-
-// linkTree hard-links every file of src into dst, making its directories
-// with their modes (read-only ones last, once filled).
-func linkTree(src, dst string) error {
-	var dirs []string
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir():
-			dirs = append(dirs, p)
-			return os.MkdirAll(target, 0o700)
-		case d.Type().IsRegular():
-			return os.Link(p, target)
-		}
-		return fmt.Errorf("%s: not a file or directory", p)
-	})
-	if err != nil {
-		return err
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		fi, err := os.Stat(dirs[i])
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, dirs[i])
-		if err := os.Chmod(filepath.Join(dst, rel), fi.Mode().Perm()); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // chmodTree makes the directories under dir writable, so they can go.

@@ -89,13 +89,7 @@ func TryAcquire(path, what string) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lockfile: open %s: %w", path, err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	switch {
+	switch err := tryFlock(f); {
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		f.Close()
 		return nil, ErrHeld
@@ -124,19 +118,24 @@ func Held(path string) (bool, error) {
 		return false, fmt.Errorf("lockfile: open %s: %w", path, err)
 	}
 	defer f.Close()
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	switch {
+	switch err := tryFlock(f); {
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("lockfile: lock %s: %w", path, err)
 	}
 	return false, nil // closing the descriptor drops it
+}
+
+// tryFlock takes f's exclusive flock without waiting: nil, or
+// syscall.EWOULDBLOCK when another descriptor holds it.
+func tryFlock(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
 }
 
 // Holder returns the line the holder of path wrote, "" when none.
