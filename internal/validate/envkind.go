@@ -41,8 +41,10 @@ var (
 	// os/exec's ErrNotFound, as it prints it.
 	missingProgramRE = regexp.MustCompile(`exec: "[^"]+": executable file not found in \$PATH`)
 	// What a dial or lookup says in a network namespace with only
-	// loopback: no route, or no resolver.
-	noNetworkRE = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable))`)
+	// loopback: no route, or no resolver (the engine's copy of the host's
+	// nameservers is unreachable; with none, Go asks loopback's port 53,
+	// where nothing listens).
+	noNetworkRE = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable|read udp [^ ]+->(127\.0\.0\.1|\[::1\]):53: read: connection refused))`)
 )
 
 // envKind returns f with its kind set to one of the environment kinds

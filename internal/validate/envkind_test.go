@@ -23,6 +23,8 @@ func TestEnvKind(t *testing.T) {
 		{testjson.KindBuild, "open x: read-only file system", "", testjson.KindBuild},
 		{testjson.KindTest, "Get \"https://example.com\": dial tcp: lookup example.com on 127.0.0.11:53: no such host", "", KindNeedsNetwork},
 		{testjson.KindTest, "dial tcp 93.184.216.34:443: connect: network is unreachable", "", KindNeedsNetwork},
+		{testjson.KindTest, "dial tcp: lookup example.com on 10.255.255.53:53: dial udp 10.255.255.53:53: connect: network is unreachable", "", KindNeedsNetwork},
+		{testjson.KindTest, "dial tcp: lookup example.com on [::1]:53: read udp [::1]:35123->[::1]:53: read: connection refused", "", KindNeedsNetwork},
 		{testjson.KindTest, "dial tcp 127.0.0.1:8080: connect: connection refused", "", testjson.KindTest},
 		{testjson.KindTest, "err: exec: \"getent\": executable file not found in $PATH", "", KindMissingProgram},
 	} {

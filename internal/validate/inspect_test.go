@@ -307,6 +307,17 @@ var fixtures = []fixture{
 			t.Errorf("the user's testdata/in.txt changed: %q", b)
 		}
 	}},
+	// Its tests serve and dial on loopback as published modules' do
+	// (httptest, localhost, ::1, 0.0.0.0): execute has no network, but
+	// loopback works as on the host.
+	{repo: "loopback", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		for _, c := range r.Checks {
+			if c.Name == CheckTest && (c.Tests == nil || c.Tests.Passed != 4) {
+				t.Errorf("tests %+v; want the four loopback tests passed", c.Tests)
+			}
+		}
+	}},
 	// A dependency needs a newer Go: acquisition fails under
 	// GOTOOLCHAIN=local and the module is refused after that container.
 	{repo: "newer-dep", dir: filepath.Join("testdata", "repos", "newer-dep"), verdict: report.Unsupported, check: func(t *testing.T, r *report.Report) {
