@@ -49,7 +49,7 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString("\n")
 	}
 	if r.Source != nil && r.Source.Updated != nil {
-		fmt.Fprintf(&b, "  %s needed updating: the go command changed it to download the modules, as it would on your machine: the validated tree has the update, the repository is unchanged\n", strings.Join(r.Source.Updated.Files, " and "))
+		fmt.Fprintf(&b, "  %s needed updating: the go command changed it to download and load the modules, as go mod download and go test -mod=mod do on your machine: the validated tree has the update, the repository is unchanged\n", strings.Join(r.Source.Updated.Files, " and "))
 	}
 	if r.Source != nil && r.Source.Uncommitted {
 		b.WriteString("  uncommitted changes in the working tree were not validated (-worktree validates them)\n")

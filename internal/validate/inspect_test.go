@@ -293,6 +293,17 @@ var fixtures = []fixture{
 			t.Errorf("the user's go.mod changed:\n%s", b)
 		}
 	}},
+	// go.mod requires greet and there is no go.sum: go mod download
+	// records only go.mod hashes, so go test -mod=readonly would fail
+	// with "missing go.sum entry"; acquisition adds the entries the
+	// checks need on a staging copy, as go test with GOFLAGS=-mod=mod does
+	// at home, and the report says go.sum needed updating.
+	{repo: "missing-sum", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		if r.Source == nil || r.Source.Updated == nil || !slices.Equal(r.Source.Updated.Files, []string{"go.sum"}) {
+			t.Errorf("source %+v; want go.sum named as updated", r.Source)
+		}
+		checkStatus(t, r, CheckTest, report.StatusPass, "")
+	}},
 	// Its test writes beside itself, as at home: the validation's
 	// throwaway working tree lets it, and the user's directory is
 	// untouched.

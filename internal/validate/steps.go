@@ -223,10 +223,11 @@ func withModFile(argv []string) []string {
 var manifestUpdateRE = regexp.MustCompile(`go: updating (go\.mod|go\.sum): open ` + regexp.QuoteMeta(toolchain.SourceDir) + `/go\.(mod|sum): (permission denied|read-only file system)`)
 
 // AcquireModules downloads the modules the snapshot's go.mod (m) requires
-// with go mod download, through acq (NewAcquireExecer); img is the image
-// the refusal names. When the go command needs to update go.mod or go.sum
-// to do so, that is a Failure saying so (AcquireSnapshot makes the update
-// on a staging copy instead).
+// with go mod download, then adds what go.sum lacks for the packages and
+// tests the checks load (completeSums), through acq (NewAcquireExecer);
+// img is the image the refusal names. When the go command needs to update
+// go.mod or go.sum to do so, that is a Failure saying so (AcquireSnapshot
+// makes the update on a staging copy instead).
 func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report.Image) (Acquired, error) {
 	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
 	if err != nil {
@@ -239,7 +240,7 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 		return Acquired{}, fmt.Errorf("validate: acquiring modules: %s", reason)
 	}
 	if out.ExitCode == 0 {
-		return Acquired{}, nil
+		return completeSums(ctx, acq)
 	}
 	if u := manifestUpdateRE.Find(out.Stderr); u != nil {
 		return Acquired{Failure: &report.Acquisition{
@@ -255,6 +256,38 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 		Reason: fmt.Sprintf("go mod download failed (exit %d): the modules go.mod requires could not be downloaded", out.ExitCode),
 		Detail: capText(out.Stderr, maxAcquisitionDetail),
 	}}, nil
+}
+
+// completeArgv loads the module's packages and their tests the way the
+// checks will and adds what go.sum lacks for them, as go test with
+// GOFLAGS=-mod=mod does on a developer's machine: go mod download records
+// only the go.mod hashes of the modules it fetches (Go 1.16 and later).
+// go get loads packages without building anything.
+var completeArgv = []string{"go", "get", "-t", "./..."}
+
+// completeSums runs completeArgv after a successful go mod download. When
+// go.sum (or go.mod) already has what the checks need it writes nothing and
+// there is nothing to do; when it has to write them, that is reported as
+// the update AcquireSnapshot makes on a staging copy. Any other failure is
+// left to the checks, which report it as the go command does at home.
+func completeSums(ctx context.Context, acq Execer) (Acquired, error) {
+	out, err := acq.Exec(ctx, completeArgv, 0)
+	if err != nil {
+		return Acquired{}, fmt.Errorf("validate: acquire: %w", err)
+	}
+	if out.TimedOut {
+		return Acquired{TimedOut: true}, nil
+	}
+	if reason := outputReason(out); reason != "" {
+		return Acquired{}, fmt.Errorf("validate: completing go.sum: %s", reason)
+	}
+	if u := manifestUpdateRE.Find(out.Stderr); out.ExitCode != 0 && u != nil {
+		return Acquired{Failure: &report.Acquisition{
+			Reason: "the checks need go.sum entries (or requirements) the repository's manifests lack",
+			Detail: capText(out.Stderr, maxAcquisitionDetail),
+		}, update: string(u)}, nil
+	}
+	return Acquired{}, nil
 }
 
 // ValidateSnapshot runs the validation (Run) of the snapshot at snapDir in

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,10 +93,14 @@ func TestRun_TimeoutMakesLaterChecksNotRun(t *testing.T) {
 	}
 }
 
-// fakeAcq answers each command with the next output.
-type fakeAcq struct{ outs []Output }
+// fakeAcq answers each command with the next output and records argv.
+type fakeAcq struct {
+	outs []Output
+	argv [][]string
+}
 
 func (f *fakeAcq) Exec(ctx context.Context, argv []string, timeout time.Duration) (Output, error) {
+	f.argv = append(f.argv, argv)
 	o := f.outs[0]
 	f.outs = f.outs[1:]
 	return o, nil
@@ -116,6 +121,30 @@ func TestAcquireModules_ManifestUpdate(t *testing.T) {
 		got, err := AcquireModules(context.Background(), &fakeAcq{outs: []Output{{ExitCode: 1, Stderr: []byte(tc.stderr)}, {ExitCode: 1}}}, &gomod.Module{}, report.Image{})
 		if err != nil || got.Failure == nil || got.update != tc.update {
 			t.Errorf("%q: %+v, %v; want a failure with update %q", tc.stderr, got, err, tc.update)
+		}
+	}
+}
+
+// TestAcquireModules_CompletesSums: after go mod download, go get -t
+// ./... adds what go.sum lacks for the checks; its refusal to write the
+// read-only manifests is the update AcquireSnapshot stages, any other
+// failure is left to the checks.
+func TestAcquireModules_CompletesSums(t *testing.T) {
+	for _, tc := range []struct {
+		get    Output
+		update string
+	}{
+		{Output{}, ""},
+		{Output{ExitCode: 1, Stderr: []byte("go: updating go.sum: open /src/go.sum: permission denied\n")}, "go: updating go.sum: open /src/go.sum: permission denied"},
+		{Output{ExitCode: 1, Stderr: []byte("go: finding module for package x.test/y\ncannot find module providing package x.test/y\n")}, ""},
+	} {
+		f := &fakeAcq{outs: []Output{{}, tc.get}}
+		got, err := AcquireModules(context.Background(), f, &gomod.Module{}, report.Image{})
+		if err != nil || got.update != tc.update || (got.Failure != nil) != (tc.update != "") {
+			t.Errorf("go get %q: %+v, %v; want update %q", tc.get.Stderr, got, err, tc.update)
+		}
+		if len(f.argv) != 2 || !slices.Equal(f.argv[1], completeArgv) {
+			t.Errorf("commands %q; want go mod download, then %q", f.argv, completeArgv)
 		}
 	}
 }
