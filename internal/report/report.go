@@ -219,7 +219,7 @@ type Finding struct {
 	// the kind, package, test, file and normalized message, never from
 	// line numbers, paths or times.
 	Key     string `json:"key"`
-	Kind    string `json:"kind"` // test, test_timeout, package, build, vet, toolchain; missing_c_header, missing_c_library, writes_read_only, needs_network, missing_program
+	Kind    string `json:"kind"` // test, test_timeout, package, build, vet, toolchain; missing_c_header, missing_c_library, writes_read_only, needs_network, missing_program, needs_host_service
 	Package string `json:"package,omitempty"`
 	Test    string `json:"test,omitempty"`
 	File    string `json:"file,omitempty"` // relative to the module root

@@ -329,6 +329,21 @@ var fixtures = []fixture{
 			}
 		}
 	}},
+	// Its tests dial PostgreSQL's port and the Docker daemon's socket:
+	// services a machine may run and the sandbox never does. The
+	// failures are named as such, not left as ordinary test failures.
+	{repo: "host-service", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
+		var kinds []string
+		for _, c := range r.Checks {
+			for _, f := range c.Findings {
+				kinds = append(kinds, f.Test+" "+f.Kind)
+			}
+		}
+		slices.Sort(kinds)
+		if want := []string{"TestDockerDaemon " + KindNeedsHostService, "TestPostgres " + KindNeedsHostService}; !slices.Equal(kinds, want) {
+			t.Errorf("findings %q; want %q", kinds, want)
+		}
+	}},
 	// A dependency needs a newer Go: acquisition fails under
 	// GOTOOLCHAIN=local and the module is refused after that container.
 	{repo: "newer-dep", dir: filepath.Join("testdata", "repos", "newer-dep"), verdict: report.Unsupported, check: func(t *testing.T, r *report.Report) {
