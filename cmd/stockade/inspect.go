@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -79,14 +80,11 @@ wait -lock-timeout, the build-cache seed 20m, acquisition 10m, the
 validation -timeout, the candidate listing 10m. When the deadline leaves
 too little for a phase, the report is inconclusive and names the phase.
 
-Exit codes:
-	0  clean: every check passed
-	1  Stockade itself failed (engine, filesystem, lock timeout)
-	2  usage error, or a layout that is not supported (the report says why)
-	3  the baseline fails or is inconclusive (timeout, truncated output,
-	   the -deadline ran out, ...)
-	4  acquisition failed: the modules go.mod requires could not be
-	   downloaded (checksum mismatch, a version the proxy does not have)
+The verdict decides the exit code (table below): clean 0; unsupported 2;
+failing, inconclusive or (with -vulndb, every check passing and a called
+vulnerability) vulnerable 3, so a CI job that adds -vulndb fails on what
+the scan found; acquisition_failed 4 (a checksum mismatch, a version the
+proxy does not have).
 
 Examples:
 
@@ -197,12 +195,17 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 }
 
 // inspect runs validate.Inspect, which refuses a layout before it calls the
-// engine; when no engine can even be found, a refusal is still reported.
+// engine; when no engine can even be found, a refusal is still reported,
+// and an input that cannot be read still named as such.
 func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report, error) {
 	eng, err := dockerapi.New("")
 	if err != nil {
-		if rep, refused := validate.Refuse(ctx, opts.Dir, opts.Worktree); refused {
+		rep, refused, rerr := validate.Refuse(ctx, opts.Dir, opts.Worktree, opts.DataDir)
+		switch {
+		case refused:
 			return rep, nil
+		case rerr != nil:
+			return nil, rerr
 		}
 		return nil, err
 	}
@@ -213,9 +216,10 @@ func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report,
 // fixtureProxyDir returns the absolute GOPROXY directory for dir: dir
 // itself when it is in GOPROXY file layout, or, when it holds module
 // sources in internal/modproxy's layout (such as testdata/modules), a
-// proxy generated from them into a temporary directory that cleanup
-// removes.
-func fixtureProxyDir(cmd, dir string) (string, func(), error) {
+// proxy generated from them into a scratch directory of the data
+// directory dataDir (empty: the default; toolchain.Scratch) that cleanup
+// removes, and the next run removes if this process dies first.
+func fixtureProxyDir(cmd, dir, dataDir string) (string, func(), error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", nil, err
@@ -226,16 +230,22 @@ func fixtureProxyDir(cmd, dir string) (string, func(), error) {
 	if _, err := modproxy.Scan(abs); err != nil {
 		return abs, func() {}, nil // not module sources: a proxy already
 	}
-	tmp, err := os.MkdirTemp("", "stockade-proxy-")
+	defaultDir := dataDir == ""
+	if defaultDir {
+		if dataDir, err = validate.DefaultDataDir(); err != nil {
+			return "", nil, err
+		}
+	}
+	tmp, err := toolchain.NewScratch(dataDir, defaultDir)
 	if err != nil {
 		return "", nil, err
 	}
-	out := filepath.Join(tmp, "proxy")
+	out := filepath.Join(tmp.Dir, "proxy")
 	if err := modproxy.Generate(abs, out); err != nil {
-		os.RemoveAll(tmp)
+		tmp.Close()
 		return "", nil, err
 	}
-	return out, func() { os.RemoveAll(tmp) }, nil
+	return out, func() { tmp.Close() }, nil
 }
 
 // isTerminal reports whether w is a character device, without a terminal

@@ -64,18 +64,10 @@ Both trees are validated in the toolchain image inspect would choose for
 DIR (the go directive's or the toolchain line's minor, with the C toolchain
 unless -cgo=false), or the one -image names; -pull applies to -image only.
 
-Exit codes:
-	0  proposal prepared (with -each: at least one, none inconclusive)
-	1  Stockade itself failed (engine, filesystem, lock timeout)
-	2  usage error, a policy that cannot be applied (-allow major, a
-	   -module that is not a direct requirement, an existing -branch),
-	   DIR is not the top of a git checkout, tracked files have
-	   uncommitted changes, or a layout inspect refuses
-	3  the baseline fails or is inconclusive, or the upgraded tree's
-	   validation is inconclusive (timeout, truncated output, the
-	   -deadline ran out): nothing is claimed
-	4  an explained non-result: no candidate, admission or normalization
-	   refused, regressed, requires a newer toolchain, acquisition failed
+The outcome decides the exit code (table below): proposal_prepared 0;
+unsupported 2; baseline_failing, baseline_inconclusive and
+validation_inconclusive 3 (nothing is claimed); the explained non-results
+4. A failure of Stockade's own inside an attempt ends the run (exit 1).
 
 Examples:
 

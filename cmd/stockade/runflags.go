@@ -141,7 +141,7 @@ func (f *runFlags) fixture() (string, func(), error) {
 	if *f.fixtureProxy == "" {
 		return "", func() {}, nil
 	}
-	return fixtureProxyDir(f.cmd, *f.fixtureProxy)
+	return fixtureProxyDir(f.cmd, *f.fixtureProxy, *f.dataDir)
 }
 
 // logger logs debug detail to w with -v and discards otherwise.

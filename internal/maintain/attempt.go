@@ -26,8 +26,9 @@ const maxDetail = 4 << 10
 // pass the admission gate, normalize with go mod tidy, validate the
 // upgraded tree, compare, rerun what fails, and make the proposal. Each
 // step is a call; the attempt is built from their results. A failure of
-// Stockade's own ends the attempt inconclusive with the error as reason.
-func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
+// Stockade's own is the error: it ends the run (exit 1), since nothing
+// the attempt would say could be trusted.
+func (x *run) attempt(ctx context.Context, c report.Candidate) (Attempt, error) {
 	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each), Timings: []report.Phase{}}
 	if fix := fixesCalled(x.base, c); x.o.PreferFixes && len(fix) > 0 {
 		a.Why = "-prefer-fixes: fixes called " + strings.Join(fix, ", ")
@@ -35,17 +36,16 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	st := &steps{log: x.log.With("candidate", c.Path+"@"+c.Version), phases: &a.Timings}
 	target := module.Version{Path: c.Path, Version: c.Version}
 	tree := "" // the validated tree, once the upgraded manifests exist
-	end := func(out Outcome, format string, args ...any) Attempt {
+	end := func(out Outcome, format string, args ...any) (Attempt, error) {
 		st.end() // the last step's time, before a is returned
 		a.Outcome, a.Reason = out, fmt.Sprintf(format, args...)
 		a.Evidence = &Evidence{Tree: tree, Parent: x.snap.Commit, ConfigHash: hashOf(x.config), ImageID: x.img.ID}
-		return a
+		return a, nil
 	}
-	failed := func(err error) Attempt {
-		x.log.Warn("attempt failed", "err", err)
-		return end(ValidationInconclusive, "stockade failed: %v", err)
+	failed := func(err error) (Attempt, error) {
+		return a, fmt.Errorf("maintain: attempt %s during %s: %w", target, st.cur, err)
 	}
-	timedOut := func() Attempt {
+	timedOut := func() (Attempt, error) {
 		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
 	}
 

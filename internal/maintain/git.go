@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -343,15 +342,6 @@ func (g *gitRepo) checkBranch(ctx context.Context, branch string) error {
 		return fmt.Errorf("%w: %s", ErrBranchExists, branch)
 	}
 	return nil
-}
-
-// emptyHome makes the empty directory git runs with as HOME.
-func emptyHome() (string, func(), error) {
-	d, err := os.MkdirTemp("", "stockade-git-home-")
-	if err != nil {
-		return "", nil, err
-	}
-	return filepath.Clean(d), func() { os.RemoveAll(d) }, nil
 }
 
 // validatedTree returns the ID of the tree a proposal of ms would have

@@ -309,12 +309,28 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	timedOut := func() (*Report, error) {
 		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
 	}
-	home, cleanup, err := emptyHome()
+	// refusedEnd ends a run whose tree inspect refuses; a go.mod that does
+	// not parse is a baseline that fails, as the go command fails on it
+	// at home.
+	refusedEnd := func(r *report.Refusal) (*Report, error) {
+		if r.Kind == report.RefusalMalformedGoMod {
+			return end(BaselineFailing, "the baseline already fails: %s", r.Reason)
+		}
+		return end(Unsupported, "the layout is not supported: %s", r.Reason)
+	}
+	dataDir, defaultDir := o.DataDir, o.DataDir == ""
+	if defaultDir {
+		if dataDir, err = validate.DefaultDataDir(); err != nil {
+			return nil, err
+		}
+	}
+	// git's HOME: an empty directory of the data directory's, not $TMPDIR.
+	home, err := toolchain.NewScratch(dataDir, defaultDir)
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	x.git = newGitRepo(o.Dir, home)
+	defer home.Close()
+	x.git = newGitRepo(o.Dir, home.Dir)
 
 	st.begin("check") // budget: checkBudget
 	cctx, cancel := context.WithTimeout(ctx, checkBudget)
@@ -322,13 +338,13 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if !toolchain.IsGitCheckout(cctx, o.Dir) {
 		return end(Unsupported, "%s is not the top directory of a git checkout: a proposal is a commit", o.Dir)
 	}
-	m, refused, err := validate.CheckTree(cctx, o.Dir, false, vrep)
+	m, refused, err := validate.CheckTree(cctx, o.Dir, false, o.DataDir, vrep)
 	rep.Source, rep.Refusal = vrep.Source, vrep.Refusal
 	if refused {
 		if m != nil {
 			rep.Module, rep.Go = m.Path, m.Go
 		}
-		return end(Unsupported, "the layout is not supported: %s", vrep.Refusal.Reason)
+		return refusedEnd(vrep.Refusal)
 	}
 	if err != nil {
 		return nil, err
@@ -414,9 +430,9 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if x.snap.Commit != rep.Source.Commit {
 		return nil, fmt.Errorf("maintain: HEAD moved from %s to %s while maintain ran", rep.Source.Commit, x.snap.Commit)
 	}
-	if x.mod, refused, err = validate.CheckSnapshot(x.snap, m.Go, vrep); refused {
+	if x.mod, refused, err = validate.CheckSnapshot(x.snap, m.Go, o.DataDir, vrep); refused {
 		rep.Refusal = vrep.Refusal
-		return end(Unsupported, "the layout is not supported: %s", vrep.Refusal.Reason)
+		return refusedEnd(vrep.Refusal)
 	} else if err != nil {
 		return nil, err
 	}
@@ -538,7 +554,11 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 
 	for _, c := range order {
 		st.begin("attempt " + c.Path + "@" + c.Version) // budget: what is left; each step its own
-		rep.Attempts = append(rep.Attempts, x.attempt(ctx, c))
+		a, err := x.attempt(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		rep.Attempts = append(rep.Attempts, a)
 		if err := x.egress(ctx, rep, "attempt "+c.Path+"@"+c.Version); err != nil {
 			return nil, err
 		}

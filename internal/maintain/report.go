@@ -41,8 +41,8 @@ const (
 	// could not be trusted (timeout, truncation, OOM), or the deadline ran
 	// out: nothing is claimed.
 	ValidationInconclusive Outcome = "validation_inconclusive"
-	// BaselineFailing: the validated commit already fails; no upgrade can
-	// be judged against it.
+	// BaselineFailing: the validated commit already fails (a go.mod that
+	// does not parse included); no upgrade can be judged against it.
 	BaselineFailing Outcome = "baseline_failing"
 	// BaselineInconclusive: the validated commit's validation could not be
 	// trusted.
@@ -52,8 +52,8 @@ const (
 	Unsupported Outcome = "unsupported"
 )
 
-// Exit codes of `stockade maintain`; 1 is Stockade's own failure, which
-// has no report.
+// Exit codes of `stockade maintain`; 1 is Stockade's own failure (a
+// failure inside an attempt included), which has no report.
 const (
 	ExitProposal     = 0
 	ExitError        = 1

@@ -489,9 +489,11 @@ func (r *Runner) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// removeStaleRuns removes the run directories of crashed runs (ReapRuns)
-// and returns how many: with the lock held, no live run uses any. The
-// run's own directory is made after it.
+// removeStaleRuns removes the run directories of crashed runs (ReapRuns),
+// and the scratch directories of processes that died (Scratch), and
+// returns how many: with the lock held, no live run uses any run
+// directory, and a live scratch holds its own lock. The run's own
+// directory is made after it.
 func (r *Runner) removeStaleRuns(ctx context.Context) (int, error) {
 	ents, err := os.ReadDir(r.dataDir)
 	if err != nil {
@@ -506,6 +508,15 @@ func (r *Runner) removeStaleRuns(ctx context.Context) (int, error) {
 				return n, err
 			}
 			n++
+		}
+		if e.IsDir() && strings.HasPrefix(e.Name(), scratchPrefix+"-") {
+			removed, err := removeStaleScratch(filepath.Join(r.dataDir, e.Name()))
+			if err != nil {
+				return n, err
+			}
+			if removed {
+				n++
+			}
 		}
 	}
 	return n, nil

@@ -28,8 +28,18 @@ const (
 )
 
 // ErrSnapshot reports a source that could not be snapshotted: missing,
-// too large, a git checkout without a commit, or an unsafe path in it.
+// too large, a git checkout without a commit, unreadable, changing while
+// it is copied. It is a problem of the input, not of Stockade: a failure
+// to write the snapshot (the data directory) does not match it.
 var ErrSnapshot = errors.New("toolchain: cannot snapshot source")
+
+// ErrNoCommit reports a git checkout whose HEAD names no commit: there is
+// no committed tree to take. It comes with ErrSnapshot.
+var ErrNoCommit = errors.New("git checkout without a commit: commit first, or take the working tree")
+
+// ours wraps a failure to write or read the snapshot itself (the run's
+// directory): Stockade's, not the source's.
+func ours(err error) error { return fmt.Errorf("toolchain: snapshot: %w", err) }
 
 // ErrTooLarge reports a source past MaxSnapshotFiles or MaxSnapshotBytes;
 // it comes with ErrSnapshot.
@@ -88,12 +98,13 @@ func SnapshotTo(ctx context.Context, src, dst string, o SnapshotOptions) (Snapsh
 	s := Snapshot{Dir: dst}
 	w := &treeWriter{}
 	if w.root, err = os.OpenRoot(dst); err != nil {
-		return s, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return s, ours(err)
 	}
 	defer w.root.Close()
 	if IsGitCheckout(ctx, abs) {
 		s.Git, s.Worktree = true, o.Worktree
-		if s.Commit, err = gitHead(ctx, abs); err != nil {
+		// The working tree needs no commit: a new repository has none.
+		if s.Commit, err = gitHead(ctx, abs); err != nil && !(o.Worktree && errors.Is(err, ErrNoCommit)) {
 			return s, err
 		}
 		if o.Worktree {
@@ -250,7 +261,7 @@ func (w *treeWriter) count(size int64) error {
 func (w *treeWriter) parent(name string) error {
 	if d := path.Dir(name); d != "." {
 		if err := w.root.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("%w: %v", ErrSnapshot, err)
+			return ours(err)
 		}
 	}
 	return nil
@@ -261,7 +272,7 @@ func (w *treeWriter) dir(name string) error {
 		return err
 	}
 	if err := w.root.MkdirAll(name, 0o755); err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return ours(err)
 	}
 	return w.root.Chmod(name, 0o755)
 }
@@ -279,17 +290,17 @@ func (w *treeWriter) file(name string, exe bool, size int64, r io.Reader) error 
 	}
 	f, err := w.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return ours(err)
 	}
 	n, err := io.Copy(f, io.LimitReader(r, size))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && n != size {
-		err = fmt.Errorf("%s: read %d of %d bytes", name, n, size)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	switch {
+	case err != nil:
+		return ours(err)
+	case n != size:
+		return fmt.Errorf("%w: %s: read %d of %d bytes: it changed while copied", ErrSnapshot, name, n, size)
 	}
 	w.files++
 	return w.root.Chmod(name, mode)
@@ -303,7 +314,7 @@ func (w *treeWriter) symlink(name, target string) error {
 		return err
 	}
 	if err := w.root.Symlink(target, name); err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return ours(err)
 	}
 	return nil
 }
@@ -398,7 +409,7 @@ func IsGitCheckout(ctx context.Context, dir string) bool {
 func gitHead(ctx context.Context, dir string) (string, error) {
 	out, err := gitOut(ctx, dir, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
-		return "", fmt.Errorf("%w: git checkout without a commit: %v", ErrSnapshot, err)
+		return "", fmt.Errorf("%w: %w: %v", ErrSnapshot, ErrNoCommit, err)
 	}
 	return strings.TrimSpace(out), nil
 }
@@ -589,7 +600,7 @@ func worktreeDiffers(ctx context.Context, dir string, snap *os.Root) (bool, erro
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return false, ours(err)
 	}
 	return differs, nil
 }
@@ -602,7 +613,7 @@ func sameEntry(src, snap *os.Root, name string, fi fs.FileInfo) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return false, ours(err)
 	}
 	switch {
 	case fi.Mode().Type() != si.Mode().Type():
@@ -628,7 +639,7 @@ func sameContent(a, b *os.Root, name string) (bool, error) {
 	defer fa.Close()
 	fb, err := b.Open(name)
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return false, ours(err)
 	}
 	defer fb.Close()
 	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
@@ -645,7 +656,7 @@ func sameContent(a, b *os.Root, name string) (bool, error) {
 			return false, fmt.Errorf("%w: %v", ErrSnapshot, ea)
 		}
 		if eb != nil {
-			return false, fmt.Errorf("%w: %v", ErrSnapshot, eb)
+			return false, ours(eb)
 		}
 	}
 }

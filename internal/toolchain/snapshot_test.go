@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -267,5 +268,37 @@ func TestSnapshot_Uncommitted(t *testing.T) {
 				t.Errorf("worktree snapshot: Uncommitted %v, %v; want false: the working tree is what is validated", w.Uncommitted, err)
 			}
 		})
+	}
+}
+
+// TestSnapshot_InputErrors: what is wrong with the source matches
+// ErrSnapshot (a checkout without a commit also ErrNoCommit; its working
+// tree can still be taken); a failure to write the snapshot does not: it
+// is Stockade's.
+func TestSnapshot_InputErrors(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	run(t, dir, "git", "init", "-q")
+	write(t, filepath.Join(dir, "go.mod"), "module m\n", 0o644)
+	_, err := SnapshotTo(ctx, dir, t.TempDir(), SnapshotOptions{})
+	if !errors.Is(err, ErrSnapshot) || !errors.Is(err, ErrNoCommit) {
+		t.Errorf("committed tree of a checkout without a commit: %v; want ErrSnapshot and ErrNoCommit", err)
+	}
+	dst := t.TempDir()
+	s, err := SnapshotTo(ctx, dir, dst, SnapshotOptions{Worktree: true})
+	if err != nil || !s.Git || s.Commit != "" || !slices.Equal(tree(t, dst), []string{"go.mod -rw-r--r-- module m\n"}) {
+		t.Errorf("working tree of a checkout without a commit: %+v, %v, %q; want go.mod, no commit", s, err, tree(t, dst))
+	}
+	if _, err := SnapshotTo(ctx, filepath.Join(dir, "missing"), t.TempDir(), SnapshotOptions{}); !errors.Is(err, ErrSnapshot) {
+		t.Errorf("a missing source: %v; want ErrSnapshot", err)
+	}
+	// The destination is a file: the snapshot cannot be written.
+	file := filepath.Join(t.TempDir(), "file")
+	write(t, file, "x", 0o644)
+	if _, err := SnapshotTo(ctx, t.TempDir(), file, SnapshotOptions{}); err == nil || errors.Is(err, ErrSnapshot) {
+		t.Errorf("an unwritable destination: %v; want an error that is not ErrSnapshot", err)
 	}
 }

@@ -179,47 +179,58 @@ type InspectOptions struct {
 var ErrScanNeedsDB = errors.New("validate: a scan needs a vulnerability database (-vulndb or " + vulndb.EnvDefault + ")")
 
 // Refuse checks, without an engine, the layout of the tree of dir that
-// inspect validates (checkTree): it returns a finished report and true
-// when the module is refused (an unsupported layout, or a go directive no
-// image in the table can build), and nil and false when it may be
-// inspected. Inspect makes the same check first, and again on the
-// snapshot it validates.
-func Refuse(ctx context.Context, dir string, worktree bool) (*report.Report, bool) {
+// inspect validates (checkTree), against the releases dataDir (empty:
+// DefaultDataDir()) and the host have: it returns a finished report and
+// true when the module is refused (an unsupported layout, or a go
+// directive no image can build) or its go.mod does not parse (failing),
+// and nil and false when it may be inspected; err is an input that cannot
+// be read (toolchain.ErrSnapshot) or Stockade's failure. Inspect makes the
+// same check first, and again on the snapshot it validates.
+func Refuse(ctx context.Context, dir string, worktree bool, dataDir string) (*report.Report, bool, error) {
 	start := time.Now()
 	rep := report.New(dir)
-	m, src, err := checkTree(ctx, dir, worktree)
+	m, src, err := checkTree(ctx, dir, worktree, dataDir)
 	if !refusal(rep, m, err) {
-		return nil, false
+		return nil, false, err
 	}
 	rep.Source = src
 	rep.Finish(time.Since(start))
-	return rep, true
+	return rep, true, nil
 }
 
 // checkTree checks the layout of the tree inspect validates: for a git
 // checkout its committed tree (with worktree, the files git would commit
 // from the working tree), so an ignored node_modules or .venv symlink
 // refuses nothing; for any other directory the directory. A checkout's
-// tree is copied to a temporary directory for the check and removed
-// after. It also says which tree that is.
-func checkTree(ctx context.Context, dir string, worktree bool) (*gomod.Module, *report.Source, error) {
+// tree is copied into a scratch directory of the data directory dataDir
+// (empty: DefaultDataDir()) for the check and removed after
+// (toolchain.Scratch). The go directive must be one of the releases the
+// host and dataDir have (Releases). It also says which tree that is.
+func checkTree(ctx context.Context, dir string, worktree bool, dataDir string) (*gomod.Module, *report.Source, error) {
 	if !toolchain.IsGitCheckout(ctx, dir) {
-		m, _, err := gomod.Check(dir, Releases(ctx, ""), nil)
+		m, _, err := gomod.Check(dir, Releases(ctx, dataDir), nil)
 		return m, &report.Source{Kind: "directory"}, err
 	}
-	tmp, err := os.MkdirTemp("", "stockade-check-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("validate: %w", err)
+	defaultDir := dataDir == ""
+	if defaultDir {
+		var err error
+		if dataDir, err = DefaultDataDir(); err != nil {
+			return nil, nil, err
+		}
 	}
-	defer os.RemoveAll(tmp)
-	snap, err := toolchain.SnapshotTo(ctx, dir, tmp, toolchain.SnapshotOptions{Worktree: worktree})
+	tmp, err := toolchain.NewScratch(dataDir, defaultDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tmp.Close()
+	snap, err := toolchain.SnapshotTo(ctx, dir, tmp.Dir, toolchain.SnapshotOptions{Worktree: worktree})
 	if errors.Is(err, toolchain.ErrTooLarge) {
 		return nil, nil, &gomod.UnsupportedError{Reason: gomod.ReasonTooLarge, Path: ".", Err: err}
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	m, _, err := gomod.Check(snap.Dir, Releases(ctx, ""), nil)
+	m, _, err := gomod.Check(snap.Dir, Releases(ctx, dataDir), nil)
 	return m, sourceOf(snap), err
 }
 
@@ -238,7 +249,7 @@ func refusal(rep *report.Report, m *gomod.Module, err error) bool {
 	case errors.As(err, &ue):
 		rep.Refusal = &report.Refusal{Kind: string(ue.Reason), Reason: refusalText(ue)}
 	case errors.As(err, &me):
-		rep.Refusal = &report.Refusal{Kind: "malformed_go_mod", Reason: me.Error()}
+		rep.Refusal = &report.Refusal{Kind: report.RefusalMalformedGoMod, Reason: me.Error()}
 	case errors.Is(err, gomod.ErrNoModule):
 		rep.Refusal = &report.Refusal{Kind: "no_module", Reason: "no go.mod at the top of the directory"}
 	default:
@@ -350,7 +361,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	defer db.Close()
 
 	phase("check")
-	m, src, err := checkTree(ctx, o.Dir, o.Worktree)
+	m, src, err := checkTree(ctx, o.Dir, o.Worktree, o.DataDir)
 	rep.Source = src
 	if refusal(rep, m, err) {
 		return finish()
@@ -452,7 +463,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	// The snapshot is what runs: check it too, since the directory may
 	// have changed since the check above.
-	m, refused, err := CheckSnapshot(snap, m.Go, rep)
+	m, refused, err := CheckSnapshot(snap, m.Go, o.DataDir, rep)
 	if refused {
 		rep.Image = nil
 		return finish()

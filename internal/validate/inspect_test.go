@@ -199,12 +199,43 @@ func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
 			if len(rep.Checks) != 0 || rep.Image != nil {
 				t.Errorf("a refused module has checks or an image: %+v", rep)
 			}
-			pre, refused := Refuse(context.Background(), dir, false)
+			pre, refused, _ := Refuse(context.Background(), dir, false, t.TempDir())
 			if !refused || pre.Refusal.Kind != tc.kind {
 				t.Errorf("Refuse(%s) = %+v, %v; want the same refusal", tc.repo, pre, refused)
 			}
 			goldenCompare(t, tc.repo, rep)
 		})
+	}
+}
+
+// TestInspect_MalformedGoModFails: a go.mod that does not parse is not an
+// unsupported layout: the go command fails on it at home too, so the
+// verdict is failing (exit 3), decided before any container runs.
+func TestInspect_MalformedGoModFails(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"go.mod": "module stockade.test/malformed\n\ngo 1.24\n\nrequire (\n",
+		"m.go":   "package malformed\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := exec.Command("go", "list", "./...")
+	host.Dir, host.Env = dir, append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := host.CombinedOutput(); err == nil {
+		t.Fatalf("go list on the host passed on the malformed go.mod:\n%s", out)
+	}
+	rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Inspect = %v; want a report", err)
+	}
+	if rep.Verdict != report.Failing || rep.ExitCode != 3 || rep.Refusal == nil || rep.Refusal.Kind != report.RefusalMalformedGoMod {
+		t.Errorf("verdict %s, exit %d, refusal %+v; want failing, 3, %s", rep.Verdict, rep.ExitCode, rep.Refusal, report.RefusalMalformedGoMod)
+	}
+	pre, refused, err := Refuse(context.Background(), dir, false, t.TempDir())
+	if err != nil || !refused || pre.Verdict != report.Failing {
+		t.Errorf("Refuse = %+v, %v, %v; want the same failing report", pre, refused, err)
 	}
 }
 

@@ -21,11 +21,13 @@ import (
 // exported once here so there is one home for each.
 
 // CheckTree checks the layout of the tree of dir that is validated (the
-// committed tree of a git checkout; with worktree, its working tree) and
-// sets rep.Source. A refused layout fills rep's refusal and returns
-// refused; err is Stockade's own failure.
-func CheckTree(ctx context.Context, dir string, worktree bool, rep *report.Report) (m *gomod.Module, refused bool, err error) {
-	m, src, err := checkTree(ctx, dir, worktree)
+// committed tree of a git checkout; with worktree, its working tree),
+// copied into a scratch directory of dataDir (empty: DefaultDataDir()),
+// and sets rep.Source. A refused layout fills rep's refusal and returns
+// refused; err is an input that cannot be read (toolchain.ErrSnapshot) or
+// Stockade's own failure.
+func CheckTree(ctx context.Context, dir string, worktree bool, dataDir string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
+	m, src, err := checkTree(ctx, dir, worktree, dataDir)
 	rep.Source = src
 	if refusal(rep, m, err) {
 		return m, true, nil
@@ -35,10 +37,10 @@ func CheckTree(ctx context.Context, dir string, worktree bool, rep *report.Repor
 
 // CheckSnapshot checks the snapshot that runs, which may differ from the
 // tree checked before it was taken, and that its go directive is still
-// directive (the image was chosen for it).
-func CheckSnapshot(snap toolchain.Snapshot, directive string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
+// directive (the image was chosen for it); dataDir is as for CheckTree.
+func CheckSnapshot(snap toolchain.Snapshot, directive, dataDir string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
 	rep.Source = SourceOf(snap)
-	m, _, err = gomod.Check(snap.Dir, Releases(context.Background(), ""), nil)
+	m, _, err = gomod.Check(snap.Dir, Releases(context.Background(), dataDir), nil)
 	if refusal(rep, m, err) {
 		return m, true, nil
 	}

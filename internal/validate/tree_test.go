@@ -65,7 +65,7 @@ func TestInspect_ChecksTheValidatedTree(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, worktree := range []bool{false, true} {
-		if rep, refused := Refuse(ctx, dir, worktree); refused {
+		if rep, refused, _ := Refuse(ctx, dir, worktree, t.TempDir()); refused {
 			t.Errorf("Refuse(worktree=%v) refused %+v: ignored files are not validated", worktree, rep.Refusal)
 		}
 		rep := inspectNoTime(t, dir, worktree)
@@ -80,7 +80,7 @@ func TestInspect_ChecksTheValidatedTree(t *testing.T) {
 	// A committed symlink that leaves the repository is still refused.
 	esc := gitRepo(t)
 	os.Symlink("/etc", filepath.Join(esc, "etc"))
-	if rep, refused := Refuse(ctx, esc, true); !refused || rep.Refusal.Kind != "symlink_escape" {
+	if rep, refused, _ := Refuse(ctx, esc, true, t.TempDir()); !refused || rep.Refusal.Kind != "symlink_escape" {
 		t.Errorf("Refuse(worktree, untracked escaping symlink) = %+v, %v; want symlink_escape", rep, refused)
 	}
 
@@ -148,6 +148,29 @@ func TestBudget_Phase(t *testing.T) {
 		b := budget{deadline: now.Add(tc.left), now: func() time.Time { return now }}
 		if got, ok := b.phase(tc.max); got != tc.want || ok != tc.ok {
 			t.Errorf("left %v: phase(%v) = %v, %v; want %v, %v", tc.left, tc.max, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestCheckTree_ScratchInDataDir: the layout check's copy of a checkout's
+// tree is made in the data directory (toolchain.Scratch, reaped if the
+// process dies), not in $TMPDIR: it works with $TMPDIR pointing nowhere,
+// and leaves nothing behind.
+func TestCheckTree_ScratchInDataDir(t *testing.T) {
+	dir := gitRepo(t)
+	data := t.TempDir()
+	t.Setenv("TMPDIR", "/nonexistent/tmp")
+	rep, refused, err := Refuse(context.Background(), dir, false, data)
+	if err != nil || refused {
+		t.Fatalf("Refuse = %+v, %v, %v; want no refusal, no error", rep, refused, err)
+	}
+	ents, err := os.ReadDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "scratch-") {
+			t.Errorf("the check left %s in the data directory", e.Name())
 		}
 	}
 }
