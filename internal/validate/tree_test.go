@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/hosttest"
+	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 )
 
 // gitRepo makes a git checkout of the clean fixture whose .gitignore
@@ -172,5 +174,29 @@ func TestCheckTree_ScratchInDataDir(t *testing.T) {
 		if strings.HasPrefix(e.Name(), "scratch-") {
 			t.Errorf("the check left %s in the data directory", e.Name())
 		}
+	}
+}
+
+// TestRefuse_ReleasesOfTheDataDir: a release `stockade image build -go R
+// -data-dir X` fetched into X serves a `go R` module inspected with
+// -data-dir X: the layout check looks at X's releases, not the default
+// data directory's, so it does not refuse with advice to run what was
+// just run.
+func TestRefuse_ReleasesOfTheDataDir(t *testing.T) {
+	data := t.TempDir()
+	root := image.FetchedGoRoot(filepath.Join(data, toolchain.ToolchainsDir), "1.28.0")
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "VERSION"), []byte("go1.28.0\ntime 2027-02-01T00:00:00Z\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "bin", "go"), []byte("#!/bin/sh\n"), 0o755)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module stockade.test/go128\n\ngo 1.28\n"), 0o644)
+	if rep, refused, err := Refuse(context.Background(), dir, false, data); err != nil || refused {
+		t.Errorf("Refuse(go 1.28, -data-dir with go1.28.0 fetched) = %+v, %v, %v; want it accepted", rep, refused, err)
+	}
+	rep, refused, err := Refuse(context.Background(), dir, false, t.TempDir())
+	if err != nil || !refused || rep.Refusal.Kind != "requires_newer_toolchain" {
+		t.Errorf("Refuse(go 1.28, an empty data directory) = %+v, %v, %v; want requires_newer_toolchain", rep, refused, err)
 	}
 }
