@@ -254,10 +254,14 @@ type run struct {
 	img   report.Image
 	seed  cacheseed.Seed
 	// acq is the baseline snapshot's acquire container: its acquisition
-	// and the candidate listing run in it as execs.
-	acq    *toolchain.Container
-	base   *Validation
-	config string // Options.config
+	// and the candidate listing run in it as execs; nil once acquisition
+	// updated the manifests (acquirer).
+	acq *toolchain.Container
+	// updated, when not nil, says the go command updated the baseline's
+	// manifests to download the modules: snap holds the update.
+	updated *report.Updated
+	base    *Validation
+	config  string // Options.config
 	// scanner is the verified scanner when Options.VulnDB is set.
 	scanner scanner.Scanner
 }
@@ -465,11 +469,18 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return nil, err
 	}
 	defer func() {
+		if x.acq == nil {
+			return
+		}
 		if err := x.acq.Close(context.WithoutCancel(ctx)); err != nil {
 			x.log.Warn("removing the acquire container failed", "err", err)
 		}
 	}()
-	got, err := validate.AcquireModules(ctx, validate.AcquireIn(x.r, x.acq, time.Now().Add(d)), x.mod, img)
+	// As inspect acquires: when the go command has to update the
+	// manifests to download the modules (no go line, missing go.sum
+	// entries), the baseline is the commit's tree with that update, as
+	// on a developer's machine; the proposal then carries it too.
+	got, updated, err := validate.AcquireSnapshot(ctx, x.r, x.acq, x.snap, x.mod, img, time.Now().Add(d))
 	if err == nil {
 		err = x.egress(ctx, rep, "acquire")
 	}
@@ -483,6 +494,16 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return end(Unsupported, "the baseline cannot be built: %s", got.NewerToolchain.Reason)
 	case got.Failure != nil:
 		return end(AcquisitionFailed, "the baseline's modules could not be downloaded: %s", got.Failure.Detail)
+	case got.Updated != nil:
+		rep.Source.Updated, x.updated = got.Updated, got.Updated
+		updated.Commit = x.snap.Commit // the commit's tree, manifests updated
+		x.snap = updated
+		// The acquire container holds the tree before the update: what
+		// asks about the baseline from now on runs on the new one.
+		if err := x.acq.Close(context.WithoutCancel(ctx)); err != nil {
+			x.log.Warn("removing the acquire container failed", "err", err)
+		}
+		x.acq = nil
 	}
 
 	st.begin("baseline") // budget: Timeout
@@ -566,6 +587,16 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	return finish()
 }
 
+// acquirer runs module commands on the baseline ending by until: as execs
+// in its acquire container, or, once acquisition updated the manifests
+// (the container holds the tree before), in one-shot acquire containers.
+func (x *run) acquirer(until time.Time) validate.Execer {
+	if x.acq == nil {
+		return validate.NewAcquireExecer(x.r, x.snap.Dir, until)
+	}
+	return validate.AcquireIn(x.r, x.acq, until)
+}
+
 // egress adds the record of phase (validate.EgressOf) to rep: what the
 // run's egress gate saw since the phase before; nothing without network.
 func (x *run) egress(ctx context.Context, rep *Report, phase string) error {
@@ -601,7 +632,7 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 // candidates lists the upgrade candidates into rep and returns the
 // eligible ones in selection order.
 func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]report.Candidate, error) {
-	acq := validate.AcquireIn(x.r, x.acq, time.Now().Add(d))
+	acq := x.acquirer(time.Now().Add(d))
 	p := x.o.Policy
 	if p.Version != "" {
 		versions, err := validate.ListVersions(ctx, acq, []string{p.Module})

@@ -1,6 +1,7 @@
 package maintain
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,18 @@ func TestMaintain_Fixtures(t *testing.T) {
 		{"maintain-patch", Options{Proxy: "http://127.0.0.1:9"}, AcquisitionFailed, func(t *testing.T, r *Report) {
 			if len(r.Attempts) != 0 || !strings.Contains(r.Reason, "could not be downloaded") {
 				t.Errorf("reason %q, attempts %+v; want the baseline's acquisition named", r.Reason, r.Attempts)
+			}
+		}},
+		// go.mod has a requirement and no go line: the baseline's
+		// acquisition updates it on a staging copy, as inspect's does
+		// (inspect says clean), and the proposal carries the update.
+		{"no-go-line", Options{}, ProposalPrepared, func(t *testing.T, r *Report) {
+			if r.Source == nil || r.Source.Updated == nil || !slices.Contains(r.Source.Updated.Files, "go.mod") {
+				t.Errorf("source %+v; want go.mod named as updated", r.Source)
+			}
+			a := r.Attempts[0]
+			if a.Path != "stockade.test/greet" || a.To != "v1.0.1" || a.Proposal == nil || !strings.Contains(a.Proposal.Message, "also updated go.mod") {
+				t.Errorf("attempt %+v; want a proposal of greet v1.0.1 that says go.mod was updated", a)
 			}
 		}},
 		{"maintain-each", Options{Each: true}, ProposalPrepared, func(t *testing.T, r *Report) {

@@ -27,6 +27,9 @@ func WriteText(w io.Writer, r *Report) error {
 	if r.Source != nil && r.Source.Commit != "" {
 		fmt.Fprintf(&b, "  go %s, commit %s\n", r.Go, short(r.Source.Commit))
 	}
+	if r.Source != nil && r.Source.Updated != nil {
+		fmt.Fprintf(&b, "  %s needed updating to download the modules, as the go command does at home: the baseline and the proposal carry it\n", strings.Join(r.Source.Updated.Files, " and "))
+	}
 	if im := r.Image; im != nil {
 		fmt.Fprintf(&b, "  image %s (%s, %s)\n", im.Ref, short(strings.TrimPrefix(im.ID, "sha256:")), im.GoVersion)
 	}
