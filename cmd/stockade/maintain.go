@@ -23,9 +23,11 @@ Maintain proposes one upgrade of a direct dependency of the Go module in
 DIR, the top of a git checkout, as a commit, after proving it without
 trusting the repository. It refuses a checkout whose tracked files have
 uncommitted changes (naming them), validates the committed tree as
-'stockade inspect' does (the baseline), and picks the first eligible
-candidate: patch before minor, the highest version, then module path.
-Pre-releases, pseudo-versions and retracted versions are never eligible.
+'stockade inspect' does (the baseline), and tries the eligible candidates
+in selection order (patch before minor, the highest version, then module
+path) until one passes, at most 5: each one that does not is reported
+with its evidence. Pre-releases, pseudo-versions and retracted versions
+are never eligible.
 
 It stages the upgrade with go get and go mod tidy in the mutate profile
 (module commands only, on a copy of go.mod and go.sum, never the

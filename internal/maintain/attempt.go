@@ -22,14 +22,14 @@ import (
 // maxDetail caps the go command's stderr kept in an attempt, in bytes.
 const maxDetail = 4 << 10
 
-// attempt tries one candidate against the baseline: stage it with go get,
+// attempt tries one candidate against the baseline, after tried others: stage it with go get,
 // pass the admission gate, normalize with go mod tidy, validate the
 // upgraded tree, compare, rerun what fails, and make the proposal. Each
 // step is a call; the attempt is built from their results. A failure of
 // Stockade's own is the error: it ends the run (exit 1), since nothing
 // the attempt would say could be trusted.
-func (x *run) attempt(ctx context.Context, c report.Candidate) (Attempt, error) {
-	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each), Timings: []report.Phase{}}
+func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attempt, error) {
+	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each, tried), Timings: []report.Phase{}}
 	if fix := fixesCalled(x.base, c); x.o.PreferFixes && len(fix) > 0 {
 		a.Why = "-prefer-fixes: fixes called " + strings.Join(fix, ", ")
 	}

@@ -154,14 +154,16 @@ func pinned(direct []module.Version, versions map[string][]string, path, version
 	return report.Candidate{}, fmt.Errorf("%w: %s is not a direct requirement of the module", ErrPolicy, path)
 }
 
-// whyChosen says why a candidate was tried, for the report and the
-// commit message.
-func whyChosen(c report.Candidate, p Policy, each bool) string {
+// whyChosen says why a candidate was tried after tried others, for the
+// report and the commit message.
+func whyChosen(c report.Candidate, p Policy, each bool, tried int) string {
 	switch {
 	case p.Version != "":
 		return "asked for with -module " + c.Path + "@" + c.Version
 	case each:
 		return "eligible " + c.Class + " upgrade (-each tries every eligible candidate)"
+	case tried > 0:
+		return fmt.Sprintf("next in selection order (patch, minor; highest; path): the %d tried before it did not pass", tried)
 	}
 	return "first in selection order (patch, minor; highest; path)"
 }

@@ -119,7 +119,8 @@ type Options struct {
 	// Policy says which candidates may be tried.
 	Policy Policy
 	// Each tries every eligible candidate against the one baseline;
-	// otherwise only the first in selection order.
+	// otherwise they are tried in selection order until one prepares a
+	// proposal, at most maxTries.
 	Each bool
 	// Branch, when not empty, is a new branch pointed at the proposal
 	// (only without Each); an existing branch is refused.
@@ -268,8 +269,9 @@ type run struct {
 
 // Maintain is `stockade maintain`. It refuses a checkout whose tracked
 // files have uncommitted changes, validates the committed tree as inspect
-// does (the baseline), lists the upgrade candidates, and tries the first
-// eligible one (with Each, every one) in attempt. What the module and its
+// does (the baseline), lists the upgrade candidates, and tries the
+// eligible ones in selection order until one prepares a proposal (with
+// Each, every one) in attempt. What the module and its
 // upgrades did is in the report; an error is Stockade's own failure, or a
 // policy it cannot apply (ErrPolicy, ErrMajor, ErrBranchExists).
 func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, error) {
@@ -303,7 +305,7 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	finish := func() (*Report, error) {
 		st.end()
 		rep.Notes = append(rep.Notes, vrep.Notes...)
-		rep.finish(time.Since(start).Milliseconds())
+		rep.finish(time.Since(start).Milliseconds(), o.Each)
 		return rep, nil
 	}
 	end := func(out Outcome, format string, args ...any) (*Report, error) {
@@ -569,22 +571,46 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if o.PreferFixes {
 		order = preferFixes(x.base, order)
 	}
-	if !o.Each {
-		order = order[:1]
-	}
-
-	for _, c := range order {
-		st.begin("attempt " + c.Path + "@" + c.Version) // budget: what is left; each step its own
-		a, err := x.attempt(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		rep.Attempts = append(rep.Attempts, a)
-		if err := x.egress(ctx, rep, "attempt "+c.Path+"@"+c.Version); err != nil {
-			return nil, err
-		}
+	rep.Attempts, err = tryInOrder(order, o.Each, func() bool { _, ok := x.clock.step(minStep); return ok },
+		func(c report.Candidate, tried int) (Attempt, error) {
+			name := "attempt " + c.Path + "@" + c.Version
+			st.begin(name) // budget: what is left; each step its own
+			a, err := x.attempt(ctx, c, tried)
+			if err == nil {
+				err = x.egress(ctx, rep, name)
+			}
+			return a, err
+		})
+	if err != nil {
+		return nil, err
 	}
 	return finish()
+}
+
+// maxTries bounds the candidates one run without Each tries: each costs
+// two validations and reruns (minutes each).
+const maxTries = 5
+
+// tryInOrder tries the candidates of order with try, in order: with each,
+// every one; otherwise until one prepares a proposal, at most maxTries,
+// and none once the deadline leaves no time to start (more is false).
+// Every try is an attempt of the report, each failure with its evidence.
+func tryInOrder(order []report.Candidate, each bool, more func() bool, try func(c report.Candidate, tried int) (Attempt, error)) ([]Attempt, error) {
+	var out []Attempt
+	for i, c := range order {
+		if !each && (i == maxTries || i > 0 && !more()) {
+			break
+		}
+		a, err := try(c, i)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, a)
+		if !each && a.Outcome == ProposalPrepared {
+			break
+		}
+	}
+	return out, nil
 }
 
 // acquirer runs module commands on the baseline ending by until: as execs

@@ -103,6 +103,25 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("attempt %+v; want a proposal of greet v1.0.1 that says go.mod was updated", a)
 			}
 		}},
+		// Without -each the candidates are tried in selection order until
+		// one passes: brk v1.1.0 regresses (with its evidence), greet
+		// v1.1.0 is proposed, nextgo is not tried.
+		{"maintain-each", Options{}, ProposalPrepared, func(t *testing.T, r *Report) {
+			var got []string
+			for _, a := range r.Attempts {
+				got = append(got, a.Path+"@"+a.To+" "+string(a.Outcome))
+			}
+			want := []string{"stockade.test/brk@v1.1.0 regressed", "stockade.test/greet@v1.1.0 proposal_prepared"}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("attempts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if a := r.Attempts[0]; len(a.Introduced) == 0 || a.Evidence == nil || a.Evidence.Tree == "" {
+				t.Errorf("the regressed attempt %+v lacks its findings or evidence", a)
+			}
+			if a := r.Attempts[1]; a.Proposal == nil || !strings.Contains(a.Why, "tried before it did not pass") {
+				t.Errorf("the second attempt %+v; want a proposal saying why it was tried", a)
+			}
+		}},
 		{"maintain-each", Options{Each: true}, ProposalPrepared, func(t *testing.T, r *Report) {
 			var got []string
 			for _, a := range r.Attempts {

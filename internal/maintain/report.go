@@ -100,8 +100,9 @@ type Report struct {
 	// Candidates are every newer version of a direct dependency listed;
 	// Eligible says which the policy allows.
 	Candidates []Candidate `json:"candidates"`
-	// Attempts are the candidates tried: one, or with -each every eligible
-	// one, in selection order.
+	// Attempts are the candidates tried, in selection order: until one
+	// prepared a proposal (at most maxTries), or with -each every eligible
+	// one.
 	Attempts []Attempt `json:"attempts"`
 	// ConfigHash binds the outcome to the settings that decide it
 	// (Config.Hash).
@@ -206,10 +207,15 @@ type Evidence struct {
 }
 
 // finish sets the exit code and the outcome of a run whose attempts
-// decide it: inconclusive if any attempt was, else a proposal if any was
-// prepared, else the first attempt's outcome.
-func (r *Report) finish(total int64) {
+// decide it: with each, inconclusive if any attempt was, else a proposal
+// if any was prepared, else the first attempt's outcome; without, the
+// attempts were tries until one passed: a proposal if the last prepared
+// one, else as with each.
+func (r *Report) finish(total int64, each bool) {
 	r.Timings.TotalMS = total
+	if n := len(r.Attempts); r.Outcome == "" && !each && n > 0 && r.Attempts[n-1].Outcome == ProposalPrepared {
+		r.Outcome = ProposalPrepared
+	}
 	if r.Outcome == "" {
 		r.Outcome = NoCandidate
 		for _, a := range r.Attempts {
