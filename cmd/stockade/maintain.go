@@ -34,9 +34,12 @@ It stages the upgrade with go get and go mod tidy in the mutate profile
 snapshot). The admission gate refuses the upgrade unless the target moved
 to exactly that version, nothing moved down, every other requirement that
 moved up is explained by the target's own requirements, no direct
-dependency was added or removed, and replace, exclude, retract, go,
-toolchain and the module path are unchanged. A second go mod tidy must
-change nothing. The upgraded tree is then validated with a fresh build
+dependency was added or removed, and replace, exclude, retract,
+toolchain and the module path are unchanged. The go line may change only
+as go get raises it since Go 1.21: to exactly the go line of a
+requirement that moved, one the image's Go builds (the report and the
+commit message say so); -keep-go refuses any change of it. A second go
+mod tidy must change nothing. The upgraded tree is then validated with a fresh build
 cache; its findings are compared by key with the baseline's. Every test
 that fails after the upgrade is run again alone three times in a fresh
 container, and so is the same test on the baseline: it is a regression
@@ -95,6 +98,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		deadline    = fs.Duration("deadline", maintain.DefaultDeadline, "bound on the whole command")
 		vulnDB      = fs.String("vulndb", "", "scan the baseline and each candidate against the vulnerability database in `DIR` (or a .zip) and report what each upgrade fixes and introduces; default $"+vulndb.EnvDefault+" when set")
 		preferFixes = fs.Bool("prefer-fixes", false, "try first the eligible candidates that fix a vulnerability the baseline calls (needs a database)")
+		keepGo      = fs.Bool("keep-go", false, "refuse an upgrade that changes the go line, even a raise the upgrade requires")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if err := rf.check(); err != nil {
@@ -107,7 +111,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		if *preferFixes && db == "" {
 			return rf.usagef("-prefer-fixes needs a vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
 		}
-		var policy maintain.Policy
+		policy := maintain.Policy{KeepGo: *keepGo}
 		var err error
 		if policy.Allow, err = maintain.ParseAllow(*allow); err != nil {
 			return rf.usagef("%v", err)

@@ -83,9 +83,14 @@ func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attem
 		return failed(err)
 	}
 	a.Moved = moves(before, staged)
-	if ref := admit(before, staged, target, readClosure(x.r.ModCache(), target)); ref != nil {
+	gr := goRule{keep: x.o.Policy.KeepGo, imageGo: x.img.GoVersion, goLines: readGoLines(x.r.ModCache(), a.Moved)}
+	if ref := admit(before, staged, target, readClosure(x.r.ModCache(), target), gr); ref != nil {
 		a.Rule, a.Module = ref.Rule, ref.Module
 		return end(AdmissionRefused, "%s", ref.Reason)
+	}
+	if b, g := before.goVersion(), staged.goVersion(); b != g {
+		_, by := gr.highest()
+		a.GoRaised = &GoRaise{From: b, To: g, RequiredBy: by}
 	}
 
 	st.begin("tidy") // budget: tidyBudget, both runs

@@ -37,6 +37,10 @@ type Policy struct {
 	// Version narrows it to one version of Module; "" means the newest of
 	// each allowed class.
 	Version string
+	// KeepGo refuses an upgrade that changes the go line at all; by
+	// default a raise the upgrade requires (go get's, since Go 1.21) is
+	// admitted when the image's Go builds the new line.
+	KeepGo bool
 }
 
 // ParseAllow reads a comma-separated list of classes ("patch,minor").

@@ -166,7 +166,7 @@ func (o Options) config(imageID string) string {
 	if !who.Date.IsZero() {
 		date = who.Date.UTC().Format(time.RFC3339)
 	}
-	return strings.Join([]string{
+	lines := []string{
 		"schema " + Schema,
 		"image " + imageID,
 		"proxy " + proxy,
@@ -175,7 +175,11 @@ func (o Options) config(imageID string) string {
 		fmt.Sprintf("each %v", o.Each),
 		"timeout " + o.timeout().String(),
 		"identity " + who.Name + " <" + who.Email + "> " + date,
-	}, "\n") + "\n" + o.scanConfig()
+	}
+	if o.Policy.KeepGo {
+		lines = append(lines, "keep-go true") // only when set: earlier hashes stay
+	}
+	return strings.Join(lines, "\n") + "\n" + o.scanConfig()
 }
 
 // scanConfig is the config lines of a scan, empty without one (so runs

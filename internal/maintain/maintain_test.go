@@ -52,9 +52,20 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("the message does not name the flaky test:\n%s", a.Proposal.Message)
 			}
 		}},
-		{"maintain-newlang", Options{}, AdmissionRefused, func(t *testing.T, r *Report) {
-			if a := r.Attempts[0]; a.Rule != RuleGo || a.Module != "stockade.test/newlang" {
-				t.Errorf("attempt refused by %q for %q; want %q for newlang", a.Rule, a.Module, RuleGo)
+		// newlang v1.0.1 needs go 1.25: go get raises the module's go
+		// 1.24, which the image's go1.26 builds; admitted and said so.
+		{"maintain-newlang", Options{}, ProposalPrepared, func(t *testing.T, r *Report) {
+			a := r.Attempts[0]
+			if g := a.GoRaised; g == nil || g.From != "1.24" || g.To != "1.25" || g.RequiredBy != "stockade.test/newlang" {
+				t.Errorf("go raised %+v; want 1.24 => 1.25 required by newlang", g)
+			}
+			if a.Proposal == nil || !strings.Contains(a.Proposal.Message, "The go line moves from 1.24 to 1.25") {
+				t.Errorf("attempt %+v; want a proposal whose message names the raise", a)
+			}
+		}},
+		{"maintain-newlang", Options{Policy: Policy{KeepGo: true}}, AdmissionRefused, func(t *testing.T, r *Report) {
+			if a := r.Attempts[0]; a.Rule != RuleGo || a.Module != "stockade.test/newlang" || !strings.Contains(a.Reason, "-keep-go") {
+				t.Errorf("attempt refused by %q for %q (%s); want %q for newlang, -keep-go named", a.Rule, a.Module, a.Reason, RuleGo)
 			}
 		}},
 		{"maintain-newer-go", Options{}, RequiresNewerToolchain, nil},

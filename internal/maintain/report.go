@@ -161,6 +161,10 @@ type Attempt struct {
 	Detail string `json:"detail,omitempty"`
 	// Moved lists every requirement the upgrade changed.
 	Moved []Move `json:"moved,omitempty"`
+	// GoRaised, when set, says the upgrade raised the go line, as go get
+	// does when a requirement that moved needs a newer language version:
+	// the upgraded tree was validated with the image's Go, which builds it.
+	GoRaised *GoRaise `json:"go_raised,omitempty"`
 	// Post is the validation of the upgraded tree.
 	Post *Validation `json:"post,omitempty"`
 	// Introduced are the findings the upgraded tree has and the baseline
@@ -174,6 +178,14 @@ type Attempt struct {
 	Proposal        *Proposal      `json:"proposal,omitempty"`
 	Evidence        *Evidence      `json:"evidence,omitempty"`
 	Timings         []report.Phase `json:"timings"`
+}
+
+// GoRaise is a raise of the go line an upgrade requires.
+type GoRaise struct {
+	From string `json:"from"` // "" when go.mod had no go line
+	To   string `json:"to"`
+	// RequiredBy is the requirement whose go.mod has the new line.
+	RequiredBy string `json:"required_by"`
 }
 
 // Move is one requirement changed by the upgrade.

@@ -77,6 +77,9 @@ func WriteText(w io.Writer, r *Report) error {
 		for _, m := range a.Moved {
 			fmt.Fprintf(&b, "  moved %s %s => %s\n", m.Path, orNone(m.From), orNone(m.To))
 		}
+		if g := a.GoRaised; g != nil {
+			fmt.Fprintf(&b, "  go line %s => %s, required by %s (validated with the image's Go; -keep-go refuses it)\n", orNone(g.From), g.To, g.RequiredBy)
+		}
 		if a.Post != nil {
 			fmt.Fprintf(&b, "  after: %s\n", checksLine(a.Post))
 			for _, fl := range a.Post.Flaky {
