@@ -182,7 +182,7 @@ type Attempt struct {
 
 // GoRaise is a raise of the go line an upgrade requires.
 type GoRaise struct {
-	From string `json:"from"` // "" when go.mod had no go line
+	From string `json:"from,omitempty"` // "" when go.mod had no go line
 	To   string `json:"to"`
 	// RequiredBy is the requirement whose go.mod has the new line.
 	RequiredBy string `json:"required_by"`
