@@ -55,11 +55,14 @@ from it, the report says so.
 The toolchain image is the one of the go directive's minor (or the
 toolchain line's, when that is newer, as the go command would switch to
 it): an image from 'stockade image build' the engine has, else one inspect
-builds first and notes, from the host's Go or from a release the go command
-fetches from the module proxy (go1.27.3 on our machines). Only when no
-release of that minor can be had does a newer minor stand in, and the
-report says so. -image names the image instead: an image ID, or a registry
-image pinned by digest (name@sha256:...), pulled only with -pull.
+builds first and notes, from the host's Go or from a release Stockade
+lists, which the go command fetches from the module proxy (go1.27.3 on our
+machines). When none of those is of that minor, a newer minor stands in
+and the report says so, with the 'stockade image build -go' command that
+fetches a release of the module's own minor (inspect does not download a
+toolchain by itself); the image it builds is chosen from then on. -image
+names the image instead: an image ID, or a registry image pinned by digest
+(name@sha256:...), pulled only with -pull.
 
 The image carries a C toolchain (gcc, binutils and the libc headers, from
 Debian's packages at exact versions), so cgo is on as on a developer's

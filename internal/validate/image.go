@@ -151,10 +151,19 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	return ic, nil
 }
 
-// standInNote says that a newer Go validated the module, and what that
-// may cause.
+// standInNote says that a newer Go validated the module, what that may
+// cause, and how to have the module's own: no image of its minor is
+// present, and the releases inspect builds on its own (the host's Go, the
+// table's) have none; the go command can fetch any release from the module
+// proxy, which 'stockade image build -go' does on request. Inspect does
+// not fetch one by itself: that is a download of ~70 MiB and a build of
+// minutes, and the table lists only releases tried here.
 func standInNote(c imagetable.Choice) string {
-	return fmt.Sprintf("no toolchain of go %s could be had: go%s stood in; a dependency that fails to build may be failing on the newer Go, not on this module", c.Want, c.Go)
+	minor := c.Want
+	if v := strings.SplitN(c.Want, ".", 3); len(v) >= 2 {
+		minor = v[0] + "." + v[1]
+	}
+	return fmt.Sprintf("no image of go %s is present and none is built on demand (only the host's Go and the releases Stockade lists are): go%s stood in, and a dependency that fails to build may be failing on the newer Go, not on this module; 'stockade image build -go %s.N' builds a release of go %s from the module proxy", minor, c.Go, minor, minor)
 }
 
 // withHostGo returns table with the host's Go added (SourceHost); a host

@@ -107,6 +107,10 @@ func TestPickImage(t *testing.T) {
 		if c.img.ID != id('a') || !c.img.StandIn || !strings.Contains(c.note, "go1.26.8 stood in") {
 			t.Errorf("pickImage(go 1.16) = %+v; want go1.26.8 standing in, noted", c)
 		}
+		// What is true: a release of go 1.16 can be had, on request.
+		if strings.Contains(c.note, "could be had") || !strings.Contains(c.note, "'stockade image build -go 1.16.N'") {
+			t.Errorf("note %q; want it to say how to build a go 1.16 image, not that none can be had", c.note)
+		}
 	})
 	t.Run("a cgo image of another package set is passed over", func(t *testing.T) {
 		cgoImage := func(hex byte, set string) dockerapi.ImageSummary {
