@@ -129,6 +129,8 @@ func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attem
 	switch {
 	case err != nil:
 		return failed(err)
+	case got.TimedOut && d >= acquireBudget:
+		return end(ValidationInconclusive, "the acquisition's budget (%v) ran out during %s", acquireBudget, st.cur)
 	case got.TimedOut:
 		return timedOut()
 	case got.NewerToolchain != nil:

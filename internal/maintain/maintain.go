@@ -493,6 +493,8 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	switch {
 	case err != nil:
 		return nil, err
+	case got.TimedOut && d >= acquireBudget:
+		return end(ValidationInconclusive, "the acquisition's budget (%v) ran out during %s", acquireBudget, st.cur)
 	case got.TimedOut:
 		return timedOut()
 	case got.NewerToolchain != nil:

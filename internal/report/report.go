@@ -95,11 +95,13 @@ type Report struct {
 	// Acquisition says why the modules could not be downloaded; set only
 	// with AcquisitionFailed.
 	Acquisition *Acquisition `json:"acquisition,omitempty"`
-	// TimedOut names the phase during which inspect's overall -timeout
-	// ran out, such as "acquire"; the verdict is then Inconclusive.
-	TimedOut string  `json:"timed_out,omitempty"`
-	Source   *Source `json:"source,omitempty"`
-	Image    *Image  `json:"image,omitempty"`
+	// TimedOut names the phase during which time ran out, such as
+	// "acquire"; the verdict is then Inconclusive. TimedOutBy says what
+	// bound it: the -deadline, or the phase's own budget, with its length.
+	TimedOut   string  `json:"timed_out,omitempty"`
+	TimedOutBy string  `json:"timed_out_by,omitempty"`
+	Source     *Source `json:"source,omitempty"`
+	Image      *Image  `json:"image,omitempty"`
 	// Checks are list, build, vet and test, in that order; empty when refused.
 	Checks []Check `json:"checks"`
 	// Candidates are newer versions of direct dependencies.

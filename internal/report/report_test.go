@@ -112,8 +112,8 @@ func TestGolden(t *testing.T) {
 			r := New("/x")
 			r.Module, r.Go = "example.com/m", "1.24"
 			r.Source = &Source{Kind: "directory"}
-			r.TimedOut = "acquire"
-			r.CandidatesError = "-timeout ran out"
+			r.TimedOut, r.TimedOutBy = "acquire", "the acquisition's budget (10m0s)"
+			r.CandidatesError = "the -deadline ran out first"
 			r.Finish(3 * time.Millisecond)
 			return r
 		}()},

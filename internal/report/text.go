@@ -39,7 +39,11 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	if r.TimedOut != "" {
-		fmt.Fprintf(&b, "  timed out: -timeout ran out during %s\n", r.TimedOut)
+		by := r.TimedOutBy
+		if by == "" {
+			by = "the time"
+		}
+		fmt.Fprintf(&b, "  timed out: %s ran out during %s\n", by, r.TimedOut)
 	}
 	if r.Go != "" {
 		fmt.Fprintf(&b, "  go %s", r.Go)

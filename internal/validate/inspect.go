@@ -339,10 +339,22 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		}
 		return rep, nil
 	}
-	// timedOut ends the report in the current phase: the deadline ran out.
+	// limit is what bounds the current phase (phaseTime): the -deadline,
+	// or the phase's own budget when that is less than what is left.
+	var limit string
+	phaseTime := func(max time.Duration, own string) (time.Duration, bool) {
+		d, ok := b.phase(max)
+		limit = fmt.Sprintf("the -deadline (%v)", total)
+		if d >= max {
+			limit = fmt.Sprintf("%s (%v)", own, max)
+		}
+		return d, ok
+	}
+	// timedOut ends the report in the current phase: the -deadline, or
+	// the phase's own budget, ran out (TimedOutBy says which).
 	timedOut := func() (*report.Report, error) {
-		log.Debug("deadline ran out", "phase", cur)
-		rep.TimedOut = cur
+		log.Debug("time ran out", "phase", cur, "limit", limit)
+		rep.TimedOut, rep.TimedOutBy = cur, limit
 		return finish()
 	}
 	// cut reports whether err came from the deadline of phase context pctx
@@ -371,7 +383,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("image")
-	d, ok := b.phase(imageBudget)
+	d, ok := phaseTime(imageBudget, "the image phase's budget")
 	if !ok {
 		return timedOut()
 	}
@@ -401,7 +413,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	var scan scanner.Scanner
 	if o.VulnDB != "" {
 		phase("scanner")
-		if d, ok = b.phase(scannerBudget); !ok {
+		if d, ok = phaseTime(scannerBudget, "the scanner phase's budget"); !ok {
 			return timedOut()
 		}
 		pctx, cancel = context.WithTimeout(ctx, d)
@@ -429,7 +441,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	// The lock wait is LockTimeout, or what is left when that is less.
 	lockWait, _ := b.phase(o.LockTimeout)
-	if d, ok = b.phase(o.LockTimeout + openBudget); !ok {
+	if d, ok = phaseTime(o.LockTimeout+openBudget, "-lock-timeout and opening the run"); !ok {
 		return timedOut()
 	}
 	pctx, cancel = context.WithTimeout(ctx, d)
@@ -473,7 +485,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("seed")
-	if d, ok = b.phase(seedBudget); !ok {
+	if d, ok = phaseTime(seedBudget, "the seed phase's budget"); !ok {
 		return timedOut()
 	}
 	pctx, cancel = context.WithTimeout(ctx, d)
@@ -481,7 +493,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	cancel()
 
 	phase("probe")
-	if d, ok = b.phase(probeBudget); !ok {
+	if d, ok = phaseTime(probeBudget, "the probe phase's budget"); !ok {
 		return timedOut()
 	}
 	extra := ProbeDirs(seed)
@@ -502,7 +514,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		if o.ScanOnly && o.Timeout > 0 {
 			max = o.Timeout // stockade scan's -timeout bounds the scanner
 		}
-		d, ok := b.phase(max)
+		d, ok := phaseTime(max, "the scan's budget")
 		if !ok {
 			return timedOut()
 		}
@@ -518,7 +530,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("acquire")
-	if d, ok = b.phase(acquireBudget); !ok {
+	if d, ok = phaseTime(acquireBudget, "the acquisition's budget"); !ok {
 		return timedOut()
 	}
 	// One acquire container serves the acquisition and then, beside the
@@ -586,7 +598,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	cands := listCandidates(bgCtx, r, shared, snap.Dir, m, b, &bg)
 
 	phase("validate")
-	vt, ok := b.phase(timeout)
+	vt, ok := phaseTime(timeout, "-timeout")
 	if !ok {
 		return timedOut()
 	}

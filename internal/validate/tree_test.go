@@ -125,6 +125,13 @@ func TestInspect_DeadlineRunsOut(t *testing.T) {
 	if len(rep.Checks) != 0 || rep.Image != nil {
 		t.Errorf("checks %v, image %v; want none", rep.Checks, rep.Image)
 	}
+	// The report says which bound ran out: here the -deadline, not
+	// -timeout (the validation's, which never started).
+	var text bytes.Buffer
+	report.WriteText(&text, rep)
+	if rep.TimedOutBy != "the -deadline (1ns)" || !strings.Contains(text.String(), "timed out: the -deadline (1ns) ran out during image") {
+		t.Errorf("timed out by %q; text:\n%s\nwant the -deadline named", rep.TimedOutBy, text.String())
+	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("took %v", d)
 	}
