@@ -56,6 +56,11 @@ the branches never move. -branch also points a new branch at it. The
 report gives the commit, the git commands to look at and apply it, and the
 commit message, ready for a pull request.
 
+-module path[@version] narrows the choice to one direct dependency (and
+version); it is checked before anything runs (a direct requirement, an
+upgrade of a class -allow allows), and a version the module proxy does not
+list is refused before the baseline is validated.
+
 -each tries every eligible candidate independently against the one
 baseline and prepares one proposal per candidate that passes.
 

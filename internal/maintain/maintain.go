@@ -269,6 +269,8 @@ type run struct {
 	config  string // Options.config
 	// scanner is the verified scanner when Options.VulnDB is set.
 	scanner scanner.Scanner
+	// pinned is the candidate -module path@version names, checked.
+	pinned *report.Candidate
 }
 
 // Maintain is `stockade maintain`. It refuses a checkout whose tracked
@@ -372,6 +374,11 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		if err := x.git.checkBranch(cctx, o.Branch); err != nil {
 			return nil, err
 		}
+	}
+	// -module is checked against go.mod before anything runs; whether a
+	// version is a listed release, once the proxy can be asked.
+	if x.pinned, err = o.Policy.checkModule(m.Direct()); err != nil {
+		return nil, err
 	}
 	cancel()
 
@@ -512,6 +519,18 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 			x.log.Warn("removing the acquire container failed", "err", err)
 		}
 		x.acq = nil
+	}
+
+	if x.pinned != nil {
+		// A version the proxy does not list is refused before the
+		// baseline's validation, not after.
+		versions, err := validate.ListVersions(ctx, x.acquirer(time.Now().Add(candidatesBudget)), []string{x.pinned.Path})
+		if err == nil {
+			err = listed(*x.pinned, versions)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	st.begin("baseline") // budget: Timeout
@@ -664,26 +683,12 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 // candidates lists the upgrade candidates into rep and returns the
 // eligible ones in selection order.
 func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]report.Candidate, error) {
+	if c := x.pinned; c != nil { // checked and listed before the baseline
+		rep.Candidates = []Candidate{{Candidate: *c, Eligible: true}}
+		return []report.Candidate{*c}, nil
+	}
 	acq := x.acquirer(time.Now().Add(d))
 	p := x.o.Policy
-	if p.Version != "" {
-		versions, err := validate.ListVersions(ctx, acq, []string{p.Module})
-		if err != nil {
-			return nil, err
-		}
-		c, err := pinned(x.mod.Direct(), versions, p.Module, p.Version)
-		if err != nil {
-			return nil, err
-		}
-		if gomod.Kind(c.Class) == gomod.Major {
-			return nil, ErrMajor
-		}
-		rep.Candidates = []Candidate{{Candidate: c, Eligible: true}}
-		return []report.Candidate{c}, nil
-	}
-	if p.Module != "" && !isDirect(x.mod, p.Module) {
-		return nil, fmt.Errorf("%w: %s is not a direct requirement of %s", ErrPolicy, p.Module, x.mod.Path)
-	}
 	listed, err := validate.Candidates(ctx, acq, x.mod.Direct())
 	if err != nil {
 		return nil, err
@@ -691,15 +696,6 @@ func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]r
 	judged, order := judge(listed, p)
 	rep.Candidates = judged
 	return order, nil
-}
-
-func isDirect(m *gomod.Module, path string) bool {
-	for _, d := range m.Direct() {
-		if d.Path == path {
-			return true
-		}
-	}
-	return false
 }
 
 func policyText(p Policy) string {
