@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -83,12 +84,6 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	} else {
 		table, _ = withHostGo(ctx, table, log)
 	}
-	infos, err := image.List(ctx, eng)
-	if err != nil {
-		return imageChoice{}, err
-	}
-	var locals []imagetable.Local
-	tags := map[string][]string{}
 	// An image with the C toolchain qualifies only with this Stockade's
 	// package set: one built from an older list is passed over (and a new
 	// one built), as it may lack what the list now carries.
@@ -104,27 +99,50 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 		return imageChoice{}, err
 	}
 	cset := image.CPackagesDigest(set)
-	for _, in := range infos {
-		// An image without a shell (no busybox) cannot run inspect's
-		// steps; one built that way is passed over, and a new one built.
-		if in.GoVersion != "" && in.Busybox != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
-			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
-			tags[in.ID] = in.Tags
+	tags := map[string][]string{}
+	// choose picks among the images the engine has and the releases.
+	choose := func() (imagetable.Choice, error) {
+		infos, err := image.List(ctx, eng)
+		if err != nil {
+			return imagetable.Choice{}, err
 		}
+		var locals []imagetable.Local
+		for _, in := range infos {
+			// An image without a shell (no busybox) cannot run inspect's
+			// steps; one built that way is passed over, and a new one built.
+			if in.GoVersion != "" && in.Busybox != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
+				locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
+				tags[in.ID] = in.Tags
+			}
+		}
+		return table.SelectFor(req.Directive, req.Toolchain, locals)
 	}
-	c, err := table.SelectFor(req.Directive, req.Toolchain, locals)
+	c, err := choose()
 	if err != nil {
 		return imageChoice{}, err
 	}
 	var ic imageChoice
+	var cacheDir string
 	if !c.Local {
-		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: apt}
-		from := "the host's go" + c.Go
 		// Always a cache: besides a release and the C toolchain, a host
 		// without a static busybox has Debian's fetched into it.
-		if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
+		if cacheDir, err = ToolchainCache(req.DataDir); err != nil {
 			return imageChoice{}, err
 		}
+		// Builds on one data directory take turns (LockImageBuilds): a
+		// run that waited finds the image the other built.
+		lock, err := LockImageBuilds(ctx, cacheDir)
+		if err != nil {
+			return imageChoice{}, err
+		}
+		defer lock.Unlock()
+		if c, err = choose(); err != nil {
+			return imageChoice{}, err
+		}
+	}
+	if !c.Local {
+		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: apt, CacheDir: cacheDir}
+		from := "the host's go" + c.Go
 		if c.Source == imagetable.SourceProxy {
 			opts.GoVersion = c.Go
 			from = "go" + c.Go + " fetched from the module proxy"
@@ -284,6 +302,26 @@ func firstTag(tags []string, id string) string {
 	}
 	return id
 }
+
+// LockImageBuilds takes the lock of the image builds that use the
+// toolchain cache cacheDir (ToolchainCache): one build at a time fetches
+// into it and loads into the engine, so two first runs on one data
+// directory do not both build the same image. It waits until ctx ends;
+// Unlock releases it (the kernel does, if the process dies).
+func LockImageBuilds(ctx context.Context, cacheDir string) (*toolchain.Lock, error) {
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("validate: %w", err)
+	}
+	lock, err := toolchain.LockDataDir(ctx, cacheDir, imageLockWait, "image-build", nil)
+	if err != nil {
+		return nil, fmt.Errorf("validate: waiting for another run's image build: %w", err)
+	}
+	return lock, nil
+}
+
+// imageLockWait bounds the wait for another run's image build: a build
+// takes minutes (imageBudget bounds each).
+const imageLockWait = 2 * imageBudget
 
 // ToolchainCache returns the directory where image builds keep what they
 // fetch (image.Options.CacheDir: Go releases from the module proxy, Debian
