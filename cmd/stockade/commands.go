@@ -42,8 +42,8 @@ const exitCodesHelp = `Exit codes (the same for every command):
 	   read, a git checkout without a commit (-worktree takes its working
 	   tree); a -data-dir that is not Stockade's; a file that is not a
 	   vulnerability database; vulndb fetch into a DIR that is not empty;
-	   maintain: DIR not the top of a git checkout, tracked files with
-	   uncommitted changes, a policy that cannot be applied (-allow major,
+	   maintain: DIR not in a git checkout, tracked files of the module
+	   with uncommitted changes, a policy that cannot be applied (-allow major,
 	   a -module that is not a direct requirement, of a class -allow
 	   leaves out or at a version that is not a listed release, an
 	   existing -branch)

@@ -27,8 +27,10 @@ func init() {
 
 Inspect validates the Go module in DIR without trusting it. It reaps
 containers a crashed run left behind, takes the data directory's lock,
-snapshots the repository (its committed tree when DIR is a git checkout;
-with -worktree, the working tree), probes that the engine sees the mounted
+snapshots the repository (its committed tree when DIR is a git checkout,
+or a directory in one: a module of a monorepo is its subtree of the
+commit; with -worktree, the working tree; GIT_CEILING_DIRECTORIES stops
+git's search for a repository above DIR, as it does for git), probes that the engine sees the mounted
 directories, downloads the modules (acquire profile: module commands only,
 proxy only), runs go list, go build, go vet and go test -json in one
 container without network and with a fresh build cache (execute profile),

@@ -20,9 +20,10 @@ func init() {
 		usage: `usage: stockade maintain [flags] DIR
 
 Maintain proposes one upgrade of a direct dependency of the Go module in
-DIR, the top of a git checkout, as a commit, after proving it without
-trusting the repository. It refuses a checkout whose tracked files have
-uncommitted changes (naming them), validates the committed tree as
+DIR, a git checkout's top or a directory below it (a module of a
+monorepo), as a commit, after proving it without trusting the repository.
+It refuses a module whose tracked files have uncommitted changes (naming
+them; the rest of a monorepo does not count), validates the committed tree as
 'stockade inspect' does (the baseline), and tries the eligible candidates
 in selection order (patch before minor, the highest version, then module
 path) until one passes, at most 5: each one that does not is reported
@@ -46,8 +47,8 @@ container, and so is the same test on the baseline: it is a regression
 only when it fails every time after and passes every time before, flaky
 (reported, not blocking) otherwise.
 
-A clean result is a commit of the two manifests on top of the validated
-commit, made with git plumbing from fixed inputs (author, committer and
+A clean result is a commit of the module's two manifests on top of the
+validated commit, made with git plumbing from fixed inputs (author, committer and
 date from -author and -date; by default Stockade and the validated
 commit's date), so the same inputs give the same commit ID whatever the
 user's git identity, configuration, hooks or time zone. It is stored under

@@ -88,11 +88,11 @@ func TestMaintain_Pinned(t *testing.T) {
 		p    Policy
 		want error
 	}{
-		{Policy{Module: "example.com/m", Version: "v1.0.0"}, ErrPolicy},                                     // not newer
-		{Policy{Module: "example.com/other", Version: "v1.0.1"}, ErrPolicy},                                 // not a direct requirement
-		{Policy{Module: "example.com/other"}, ErrPolicy},                                                    // not a direct requirement
+		{Policy{Module: "example.com/m", Version: "v1.0.0"}, ErrPolicy},                                   // not newer
+		{Policy{Module: "example.com/other", Version: "v1.0.1"}, ErrPolicy},                               // not a direct requirement
+		{Policy{Module: "example.com/other"}, ErrPolicy},                                                  // not a direct requirement
 		{Policy{Module: "example.com/m", Version: "v1.2.0", Allow: []gomod.Kind{gomod.Patch}}, ErrPolicy}, // a minor -allow leaves out
-		{Policy{Module: "example.com/m", Version: "v2.0.0"}, ErrPolicy},                                     // another module path: not an upgrade
+		{Policy{Module: "example.com/m", Version: "v2.0.0"}, ErrPolicy},                                   // another module path: not an upgrade
 	} {
 		if _, err := tc.p.checkModule(direct); !errors.Is(err, tc.want) {
 			t.Errorf("checkModule(%+v) = %v; want %v", tc.p, err, tc.want)

@@ -11,7 +11,7 @@ import (
 
 func TestMaintain_Uncommitted(t *testing.T) {
 	dir := fixtureRepo(t, "maintain-patch")
-	g := newGitRepo(dir, t.TempDir())
+	g := newGitRepo(dir, "", t.TempDir())
 	ctx := context.Background()
 	head := strings.TrimSpace(gitT(t, dir, nil, "rev-parse", "HEAD"))
 	if got, err := g.uncommitted(ctx, head); err != nil || len(got) != 0 {
@@ -63,7 +63,7 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 	}
 	r := recipe{parent: head, goMod: []byte("module stockade.test/repo/maintain-patch\n\ngo 1.24\n"), goSum: nil, who: DefaultIdentity, message: "deps: test\n"}
 
-	c1, tree1, err := newGitRepo(plain, t.TempDir()).commit(ctx, r)
+	c1, tree1, err := newGitRepo(plain, "", t.TempDir()).commit(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +72,12 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 	t.Setenv("GIT_AUTHOR_NAME", "Env Author")
 	t.Setenv("GIT_COMMITTER_DATE", "2001-01-01T00:00:00Z")
 	before := state(t, hostile)
-	g := newGitRepo(hostile, t.TempDir())
+	g := newGitRepo(hostile, "", t.TempDir())
 	c2, tree2, err := g.commit(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, err := newGitRepo(plain, t.TempDir()).validatedTree(ctx, head, r.goMod, r.goSum); err != nil || want != tree1 {
+	if want, err := newGitRepo(plain, "", t.TempDir()).validatedTree(ctx, head, r.goMod, r.goSum); err != nil || want != tree1 {
 		t.Errorf("validatedTree = %s, %v; want git mktree's %s", want, err, tree1)
 	}
 	if c1 != c2 || tree1 != tree2 {
@@ -127,7 +127,7 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 func TestMaintain_ValidatedTreeIsGits(t *testing.T) {
 	ctx := context.Background()
 	dir := fixtureRepo(t, "clean")
-	g := newGitRepo(dir, t.TempDir())
+	g := newGitRepo(dir, "", t.TempDir())
 	head := strings.TrimSpace(gitT(t, dir, nil, "rev-parse", "HEAD"))
 	for _, sum := range [][]byte{nil, []byte("example.com/m v1.0.0 h1:x=\n")} {
 		r := recipe{parent: head, goMod: []byte("module stockade.test/repo/clean\n"), goSum: sum}
@@ -149,7 +149,7 @@ func TestMaintain_RefusesBeforeAnyContainer(t *testing.T) {
 	plain := t.TempDir()
 	os.WriteFile(filepath.Join(plain, "go.mod"), []byte("module example.com/m\n\ngo 1.24\n"), 0o644)
 	r, err := Maintain(context.Background(), nil, Options{Dir: plain, DataDir: t.TempDir()})
-	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || !strings.Contains(r.Reason, "not the top directory of a git checkout") {
+	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || !strings.Contains(r.Reason, "not in a git checkout") {
 		t.Errorf("Maintain(not a checkout) = %+v, %v; want unsupported", r, err)
 	}
 

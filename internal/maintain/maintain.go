@@ -79,8 +79,9 @@ const (
 // Options configure Maintain. Dir is required; the zero value of every
 // other field is the default.
 type Options struct {
-	// Dir is the top directory of a git checkout, absolute. Only the
-	// proposal ref (and Branch) is ever written in it.
+	// Dir is the module's directory in a git checkout, absolute: its top,
+	// or a directory below it (a monorepo). Only the proposal ref (and
+	// Branch) is ever written in the repository.
 	Dir string
 	// FixtureProxy is a GOPROXY file-layout directory to acquire from with
 	// no network; Proxy must then be empty.
@@ -342,14 +343,16 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return nil, err
 	}
 	defer home.Close()
-	x.git = newGitRepo(o.Dir, home.Dir)
 
 	st.begin("check") // budget: checkBudget
 	cctx, cancel := context.WithTimeout(ctx, checkBudget)
 	defer cancel()
-	if !toolchain.IsGitCheckout(cctx, o.Dir) {
-		return end(Unsupported, "%s is not the top directory of a git checkout: a proposal is a commit", o.Dir)
+	// The module's directory: the checkout's top, or below it (a monorepo).
+	top, sub, git := toolchain.GitWorkTree(cctx, o.Dir)
+	if !git {
+		return end(Unsupported, "%s is not in a git checkout: a proposal is a commit", o.Dir)
 	}
+	x.git = newGitRepo(top, sub, home.Dir)
 	m, refused, err := validate.CheckTree(cctx, o.Dir, false, o.DataDir, vrep)
 	rep.Source, rep.Refusal = vrep.Source, vrep.Refusal
 	if refused {

@@ -47,8 +47,9 @@ const (
 	// BaselineInconclusive: the validated commit's validation could not be
 	// trusted.
 	BaselineInconclusive Outcome = "baseline_inconclusive"
-	// Unsupported: the layout is refused (as by inspect), DIR is not the
-	// top of a git checkout, or tracked files have uncommitted changes.
+	// Unsupported: the layout is refused (as by inspect), DIR is not in a
+	// git checkout, or tracked files of the module have uncommitted
+	// changes.
 	Unsupported Outcome = "unsupported"
 )
 

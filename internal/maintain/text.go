@@ -25,7 +25,11 @@ func WriteText(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "  uncommitted: %s\n", f)
 	}
 	if r.Source != nil && r.Source.Commit != "" {
-		fmt.Fprintf(&b, "  go %s, commit %s\n", r.Go, short(r.Source.Commit))
+		in := ""
+		if r.Source.Subdir != "" {
+			in = ", module in " + r.Source.Subdir + "/"
+		}
+		fmt.Fprintf(&b, "  go %s, commit %s%s\n", r.Go, short(r.Source.Commit), in)
 	}
 	if r.Source != nil && r.Source.Updated != nil {
 		fmt.Fprintf(&b, "  %s needed updating to download the modules, as the go command does at home: the baseline and the proposal carry it\n", strings.Join(r.Source.Updated.Files, " and "))

@@ -152,6 +152,10 @@ type Source struct {
 	// "directory" (a directory that is not a git checkout).
 	Kind   string `json:"kind"`
 	Commit string `json:"commit,omitempty"` // full hash, with Kind "commit"
+	// Subdir, with Kind "commit" or "worktree", is the module's directory
+	// below the checkout's top, slash-separated: a module in a
+	// subdirectory of a repository (a monorepo). Absent at the top.
+	Subdir string `json:"subdir,omitempty"`
 	// Uncommitted, with Kind "commit", reports that the working tree
 	// differs from the committed tree that was validated (changed, added
 	// or deleted files git would commit); -worktree validates them.

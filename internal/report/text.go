@@ -150,15 +150,19 @@ func WriteText(w io.Writer, r *Report) error {
 }
 
 func sourceText(s *Source) string {
+	in := ""
+	if s.Subdir != "" {
+		in = " of " + s.Subdir + "/"
+	}
 	switch s.Kind {
 	case "commit":
 		c := s.Commit
 		if len(c) > 12 {
 			c = c[:12]
 		}
-		return "committed tree at " + c
+		return "committed tree" + in + " at " + c
 	case "worktree":
-		return "working tree (uncommitted changes included)"
+		return "working tree" + in + " (uncommitted changes included)"
 	}
 	return "directory (not a git checkout)"
 }

@@ -198,16 +198,18 @@ func Refuse(ctx context.Context, dir string, worktree bool, dataDir string) (*re
 	return rep, true, nil
 }
 
-// checkTree checks the layout of the tree inspect validates: for a git
-// checkout its committed tree (with worktree, the files git would commit
+// checkTree checks the layout of the tree inspect validates: for a
+// directory in a git checkout (its top, or below it: a module of a
+// monorepo) its committed tree (with worktree, the files git would commit
 // from the working tree), so an ignored node_modules or .venv symlink
-// refuses nothing; for any other directory the directory. A checkout's
+// refuses nothing, and a submodule below it is refused; for any other
+// directory the directory. A checkout's
 // tree is copied into a scratch directory of the data directory dataDir
 // (empty: DefaultDataDir()) for the check and removed after
 // (toolchain.Scratch). The go directive must be one of the releases the
 // host and dataDir have (Releases). It also says which tree that is.
 func checkTree(ctx context.Context, dir string, worktree bool, dataDir string) (*gomod.Module, *report.Source, error) {
-	if !toolchain.IsGitCheckout(ctx, dir) {
+	if _, _, git := toolchain.GitWorkTree(ctx, dir); !git {
 		m, _, err := gomod.Check(dir, Releases(ctx, dataDir), nil)
 		return m, &report.Source{Kind: "directory"}, err
 	}
@@ -231,6 +233,11 @@ func checkTree(ctx context.Context, dir string, worktree bool, dataDir string) (
 		return nil, nil, err
 	}
 	m, _, err := gomod.Check(snap.Dir, Releases(ctx, dataDir), nil)
+	if err == nil && len(snap.Submodules) > 0 {
+		// Its content is not in the repository: what would run is not
+		// what a clone with submodules has.
+		err = &gomod.UnsupportedError{Reason: gomod.ReasonSubmodule, Path: snap.Submodules[0]}
+	}
 	return m, sourceOf(snap), err
 }
 
@@ -800,9 +807,9 @@ func ensureSeed(ctx context.Context, eng Engine, r *toolchain.Runner, img report
 func sourceOf(s toolchain.Snapshot) *report.Source {
 	switch {
 	case s.Git && s.Worktree:
-		return &report.Source{Kind: "worktree", Commit: s.Commit}
+		return &report.Source{Kind: "worktree", Commit: s.Commit, Subdir: s.Subdir}
 	case s.Git:
-		return &report.Source{Kind: "commit", Commit: s.Commit, Uncommitted: s.Uncommitted}
+		return &report.Source{Kind: "commit", Commit: s.Commit, Subdir: s.Subdir, Uncommitted: s.Uncommitted}
 	}
 	return &report.Source{Kind: "directory"}
 }

@@ -49,11 +49,30 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	fixturesOutsideGit()
 	code := m.Run()
 	if shared.tmp != "" {
 		removeTree(shared.tmp)
 	}
 	os.Exit(code)
+}
+
+// fixturesOutsideGit makes git stop looking for a repository above the
+// fixture repositories (GIT_CEILING_DIRECTORIES, which Stockade's git
+// honours): each is a module of its own, not a subdirectory of this
+// checkout, so it is validated as the directory it is, whatever this
+// checkout has committed.
+func fixturesOutsideGit() {
+	var dirs []string
+	for _, d := range []string{repos, filepath.Join("testdata", "repos")} {
+		if abs, err := filepath.Abs(d); err == nil {
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				abs = real
+			}
+			dirs = append(dirs, abs)
+		}
+	}
+	os.Setenv("GIT_CEILING_DIRECTORIES", strings.Join(dirs, ":"))
 }
 
 // testDataDir is the data directory the engine tests share across runs:
@@ -586,4 +605,70 @@ func treeDigest(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestInspect_Monorepo: a module in a subdirectory of a repository is
+// validated as its committed tree, as a module at the top is (the report
+// names the subdirectory); -worktree takes its working tree; the rest of
+// the repository (another module, an ignored symlink leaving it) plays no
+// part.
+func TestInspect_Monorepo(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	top := filepath.Join(t.TempDir(), "mono")
+	svc := filepath.Join(top, "services", "clean")
+	if err := hosttest.CopyTree(filepath.Join(repos, "clean"), svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := hosttest.CopyTree(filepath.Join(repos, "old-go"), filepath.Join(top, "tools")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(top, ".gitignore"), []byte("/escape\n"), 0o644)
+	os.Symlink("..", filepath.Join(top, "escape"))
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = top
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "monorepo")
+	failing := []byte("package hello\n\nimport \"testing\"\n\nfunc TestUncommitted(t *testing.T) { t.Fatal(\"uncommitted change\") }\n")
+	if err := os.WriteFile(filepath.Join(svc, "uncommitted_test.go"), failing, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, top)
+	for _, tc := range []struct {
+		worktree bool
+		kind     string
+		verdict  report.Verdict
+	}{
+		{false, "commit", report.Clean},
+		{true, "worktree", report.Failing},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
+		rep, err := Inspect(ctx, eng, InspectOptions{
+			Dir: svc, Worktree: tc.worktree, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
+			LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("Inspect(worktree=%v) = %v", tc.worktree, err)
+		}
+		if rep.Source == nil || rep.Source.Kind != tc.kind || rep.Source.Subdir != "services/clean" || len(rep.Source.Commit) != 40 {
+			t.Errorf("worktree=%v: source %+v; want kind %s in services/clean with the commit", tc.worktree, rep.Source, tc.kind)
+		}
+		if rep.Verdict != tc.verdict || rep.Module != "stockade.test/repo/clean" {
+			var b bytes.Buffer
+			report.WriteText(&b, rep)
+			t.Errorf("worktree=%v: verdict %s of %s; want %s\n%s", tc.worktree, rep.Verdict, rep.Module, tc.verdict, b.String())
+		}
+	}
+	if after := treeDigest(t, top); after != before {
+		t.Errorf("inspect changed the repository")
+	}
 }

@@ -41,6 +41,9 @@ func CheckTree(ctx context.Context, dir string, worktree bool, dataDir string, r
 func CheckSnapshot(snap toolchain.Snapshot, directive, dataDir string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
 	rep.Source = SourceOf(snap)
 	m, _, err = gomod.Check(snap.Dir, Releases(context.Background(), dataDir), nil)
+	if err == nil && len(snap.Submodules) > 0 {
+		err = &gomod.UnsupportedError{Reason: gomod.ReasonSubmodule, Path: snap.Submodules[0]}
+	}
 	if refusal(rep, m, err) {
 		return m, true, nil
 	}
