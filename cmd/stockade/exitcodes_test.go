@@ -109,3 +109,31 @@ func TestVulndbFetch_ExitCodes(t *testing.T) {
 		t.Errorf("the non-empty directory changed: %v", err)
 	}
 }
+
+// TestPrivateFlags: credentials are refused in -proxy, where every
+// container would see them, and taken from -netrc or -auth-helper
+// files; a missing file, or credentials for a fixture proxy, are usage
+// errors before any engine call.
+func TestPrivateFlags(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"credentials in -proxy", []string{"inspect", "-proxy", "https://u:secret@goproxy.corp.example", dir}, "give them with -netrc"},
+		{"a missing netrc", []string{"inspect", "-netrc", filepath.Join(dir, "nope"), dir}, "-netrc"},
+		{"a helper that is a directory", []string{"maintain", "-auth-helper", dir, dir}, "-auth-helper"},
+		{"credentials for a fixture proxy", []string{"scan", "-vulndb", "/db", "-fixture-proxy", dir, "-netrc", "/etc/hostname", dir}, "do not apply"},
+		{"a bad private pattern", []string{"inspect", "-private", "corp.example/[", dir}, "patterns"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			if code != exitUnsupported || !strings.Contains(stderr.String(), tc.stderr) || strings.Contains(stderr.String(), "secret") {
+				t.Errorf("stockade %q = exit %d, stderr %q; want %d naming %q, no password", tc.args, code, stderr.String(), exitUnsupported, tc.stderr)
+			}
+		})
+	}
+}

@@ -45,6 +45,19 @@ reaches the proxy on (default the engine's bridge); -gate-allow-private
 admits private ranges, such as a proxy on an internal network. With
 -fixture-proxy there is no network at all.
 
+Private modules are configured as for the go command, but every module
+still comes from -proxy (GONOPROXY=none: never direct): -private sets
+GOPRIVATE (those modules are not checked against the checksum database),
+-nosumdb adds GONOSUMDB patterns, -sumdb names another checksum database.
+The proxy's credentials come from a netrc file (-netrc; its machine names
+the proxy's host, with the port when it has one) or a credential helper
+the go command runs (-auth-helper, GOAUTH's command protocol, Go 1.24 and
+later; it runs in the acquisition's container, so a static binary or a
+script busybox's sh runs), and -proxy-ca trusts a private CA. A copy of
+those files is mounted only where modules are fetched, never where the
+repository's code runs; the go command sends them over HTTPS only, and
+credentials in -proxy's URL are refused.
+
 Layouts not supported yet (go.work workspaces, vendoring, nested modules,
 local replace targets, submodules, symlinks leaving the repository) are
 refused before any container runs, and so is a go directive newer than
@@ -150,8 +163,11 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	lockTimeout := *f.lockTimeout
 	opts.Dir, opts.FixtureProxy, opts.Proxy, opts.DataDir, opts.LockTimeout = dir, fp, *f.proxy, *f.dataDir, lockTimeout
 	opts.Image, opts.Pull, opts.Cgo, opts.AptPackages, opts.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
-	opts.GateNetwork = *f.gateNetwork
+	opts.GateNetwork, opts.SumDB = *f.gateNetwork, *f.sumDB
 	if opts.GateAllowPrivate, err = f.private(); err != nil {
+		return err
+	}
+	if opts.Access, err = f.access(); err != nil {
 		return err
 	}
 	// Waiting is the one thing said off a terminal: a run that seems to

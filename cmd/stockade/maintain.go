@@ -71,6 +71,11 @@ scan'); each attempt reports the vulnerabilities the upgrade fixes and
 introduces. -prefer-fixes tries first, among the eligible candidates,
 those whose version fixes a vulnerability the baseline calls.
 
+Modules come from where inspect gets them, with the same flags
+(-proxy, -private, -nosumdb, -sumdb, -netrc, -auth-helper, -proxy-ca:
+'stockade help inspect'); the credentials reach go get and go mod tidy
+too, never the validations.
+
 Both trees are validated in the toolchain image inspect would choose for
 DIR (the go directive's or the toolchain line's minor, with the C toolchain
 unless -cgo=false), or the one -image names; -pull applies to -image only.
@@ -160,8 +165,12 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		if err != nil {
 			return err
 		}
+		access, err := rf.access()
+		if err != nil {
+			return err
+		}
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
-			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, GateNetwork: *rf.gateNetwork, GateAllowPrivate: private, Timeout: *timeout, Deadline: *deadline,
+			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, SumDB: *rf.sumDB, Access: access, GateNetwork: *rf.gateNetwork, GateAllowPrivate: private, Timeout: *timeout, Deadline: *deadline,
 			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
 			Each: *each, Branch: *branch, Identity: who, Logger: log, VulnDB: db, PreferFixes: *preferFixes,
 			OnLockWait: func(holder string) {

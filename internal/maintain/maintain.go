@@ -89,10 +89,13 @@ type Options struct {
 	// Proxy is GOPROXY; empty means validate.DefaultProxy.
 	Proxy string
 	// GateNetwork and GateAllowPrivate are the run's egress gates'
-	// outside network and admitted private ranges, as
+	// outside network and admitted private ranges, and SumDB and Access
+	// the checksum database and private modules' access, as
 	// validate.InspectOptions has them.
 	GateNetwork      string
 	GateAllowPrivate []netip.Prefix
+	SumDB            string
+	Access           toolchain.ModuleAccess
 	// Timeout bounds each validation; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Deadline bounds the whole run; zero means DefaultDeadline. When it
@@ -177,8 +180,16 @@ func (o Options) config(imageID string) string {
 		"timeout " + o.timeout().String(),
 		"identity " + who.Name + " <" + who.Email + "> " + date,
 	}
+	// Each only when set: earlier hashes stay. The credentials decide
+	// nothing but whether the modules can be had: not hashed.
 	if o.Policy.KeepGo {
-		lines = append(lines, "keep-go true") // only when set: earlier hashes stay
+		lines = append(lines, "keep-go true")
+	}
+	if o.SumDB != "" {
+		lines = append(lines, "sumdb "+o.SumDB)
+	}
+	if a := o.Access; a.Private != "" || a.NoSumDB != "" {
+		lines = append(lines, "private "+a.Private, "nosumdb "+a.NoSumDB)
 	}
 	return strings.Join(lines, "\n") + "\n" + o.scanConfig()
 }
@@ -675,8 +686,8 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config: toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB,
-			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		Config: toolchain.Config{Image: img.ID, Proxy: o.Proxy, SumDB: o.SumDB, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate, Access: o.Access},
 		LockTimeout: min(o.LockTimeout, d),
 		OnLockWait:  o.OnLockWait,
 		Logger:      o.Logger,

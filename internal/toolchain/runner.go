@@ -226,7 +226,50 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 		}
 		*f = dst
 	}
+	if r.cfg.Access.credentials() {
+		if r.cfg.AuthCopy, err = r.copyAuth(r.cfg.Access); err != nil {
+			return fail(err)
+		}
+	}
 	return r, nil
+}
+
+// maxAuthFile bounds a credential file Open copies, in bytes.
+const maxAuthFile = 16 << 20
+
+// copyAuth copies a's credential files into a directory of the run laid
+// out as AuthDir: netrc, helper (executable), ca/ca.pem. The data
+// directory (0700) keeps other host users away from them; the run's
+// Close removes them, and a crashed run's are removed with its directory.
+func (r *Runner) copyAuth(a ModuleAccess) (string, error) {
+	dst, err := r.mkdir("auth", kindImport)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range []struct {
+		src, name string
+		mode      os.FileMode
+	}{{a.Netrc, "netrc", 0o644}, {a.AuthHelper, "helper", 0o755}, {a.ProxyCA, "ca/ca.pem", 0o644}} {
+		if f.src == "" {
+			continue
+		}
+		b, err := readRegular(f.src, maxAuthFile)
+		if err != nil {
+			return "", fmt.Errorf("%w: credentials: %v", ErrInvalidConfig, err)
+		}
+		p := filepath.Join(dst, filepath.FromSlash(f.name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("toolchain: %w", err)
+		}
+		// The container user reads them: not the host user.
+		if err := os.WriteFile(p, b, f.mode); err != nil {
+			return "", fmt.Errorf("toolchain: %w", err)
+		}
+		if err := os.Chmod(p, f.mode); err != nil {
+			return "", fmt.Errorf("toolchain: %w", err)
+		}
+	}
+	return dst, nil
 }
 
 // Config returns the run's configuration as containers get it: identity

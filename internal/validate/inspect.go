@@ -173,6 +173,13 @@ type InspectOptions struct {
 	// may reach (a proxy on an internal network); nil refuses every
 	// private destination (toolchain.Config.GateAllowPrivate).
 	GateAllowPrivate []netip.Prefix
+	// SumDB is GOSUMDB for acquisition (toolchain.Config.SumDB); empty
+	// means sum.golang.org.
+	SumDB string
+	// Access is how acquisition reaches private modules
+	// (toolchain.Config.Access): patterns, and credentials only the
+	// profiles that fetch see. The zero value is public modules only.
+	Access toolchain.ModuleAccess
 }
 
 // ErrScanNeedsDB reports ScanOnly without a VulnDB.
@@ -456,8 +463,8 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config: toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir,
-			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		Config: toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, SumDB: o.SumDB, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate, Access: o.Access},
 		LockTimeout: max(lockWait, 0),
 		OnLockWait:  o.OnLockWait,
 		Logger:      log,
