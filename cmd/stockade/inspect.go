@@ -75,9 +75,11 @@ lists, which the go command fetches from the module proxy (go1.27.3 on our
 machines). When none of those is of that minor, a newer minor stands in
 and the report says so, with the 'stockade image build -go' command that
 fetches a release of the module's own minor (inspect does not download a
-toolchain by itself); the image it builds is chosen from then on. -image
-names the image instead: an image ID, or a registry image pinned by digest
-(name@sha256:...), pulled only with -pull.
+toolchain by itself); the image it builds is chosen from then on. Runs
+on one data directory build images one at a time: a run that waited for
+another's build uses the image it made. -image names the image instead:
+an image ID, or a registry image pinned by digest (name@sha256:...),
+pulled only with -pull.
 
 The image carries a C toolchain (gcc, binutils and the libc headers, from
 Debian's packages at exact versions), so cgo is on as on a developer's
@@ -95,8 +97,9 @@ spent on stderr; otherwise it prints nothing but the report.
 -deadline bounds the whole command; inside it each phase has its own
 budget and gets what is left when that is less: the image 10m, the lock
 wait -lock-timeout, the build-cache seed 20m, acquisition 10m, the
-validation -timeout, the candidate listing 10m. When the deadline leaves
-too little for a phase, the report is inconclusive and names the phase.
+validation -timeout, the candidate listing 10m. When the deadline, or a
+phase's own budget, leaves too little for a phase, the report is
+inconclusive and names the phase and which of the two ran out.
 
 The verdict decides the exit code (table below): clean 0; unsupported 2;
 failing, inconclusive or (with -vulndb, every check passing and a called
