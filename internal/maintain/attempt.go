@@ -125,7 +125,7 @@ func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attem
 	if d, ok = x.clock.step(acquireBudget); !ok {
 		return timedOut()
 	}
-	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, post.Dir, time.Now().Add(d)), x.mod, x.img)
+	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, post.Dir, time.Now().Add(d)), x.mod, x.img, validate.SumsIncomplete(post.Dir))
 	switch {
 	case err != nil:
 		return failed(err)

@@ -8,7 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
@@ -170,7 +174,7 @@ type Acquired struct {
 // With c, a long-lived acquire container of snap (StartAcquire), the first
 // download runs as an exec in it rather than in a container of its own.
 func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, c *toolchain.Container, snap toolchain.Snapshot, m *gomod.Module, img report.Image, until time.Time) (Acquired, toolchain.Snapshot, error) {
-	got, err := AcquireModules(ctx, acquireExecer{r: r, c: c, src: snap.Dir, until: until}, m, img)
+	got, err := AcquireModules(ctx, acquireExecer{r: r, c: c, src: snap.Dir, until: until}, m, img, SumsIncomplete(snap.Dir))
 	if err != nil || got.update == "" {
 		return got, snap, err
 	}
@@ -179,7 +183,7 @@ func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, c *toolchain.Cont
 		return Acquired{}, snap, err
 	}
 	mut := acquireExecer{r: r, src: snap.Dir, staging: staging, until: until}
-	staged, err := AcquireModules(ctx, mut, m, img)
+	staged, err := AcquireModules(ctx, mut, m, img, true)
 	if err != nil || staged.TimedOut || staged.NewerToolchain != nil || staged.Failure != nil {
 		return staged, snap, err
 	}
@@ -228,12 +232,13 @@ func withModFile(argv []string) []string {
 var manifestUpdateRE = regexp.MustCompile(`go: updating (go\.mod|go\.sum): open ` + regexp.QuoteMeta(toolchain.SourceDir) + `/go\.(mod|sum): (permission denied|read-only file system)`)
 
 // AcquireModules downloads the modules the snapshot's go.mod (m) requires
-// with go mod download, then adds what go.sum lacks for the packages and
-// tests the checks load (completeSums), through acq (NewAcquireExecer);
-// img is the image the refusal names. When the go command needs to update
-// go.mod or go.sum to do so, that is a Failure saying so (AcquireSnapshot
-// makes the update on a staging copy instead).
-func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report.Image) (Acquired, error) {
+// with go mod download, then, with complete (SumsIncomplete), adds what
+// go.sum lacks for the packages and tests the checks load (completeSums),
+// through acq (NewAcquireExecer); img is the image the refusal names.
+// When the go command needs to update go.mod or go.sum to do so, that is
+// a Failure saying so (AcquireSnapshot makes the update on a staging copy
+// instead).
+func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report.Image, complete bool) (Acquired, error) {
 	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
 	if err != nil {
 		return Acquired{}, fmt.Errorf("validate: acquire: %w", err)
@@ -245,6 +250,9 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 		return Acquired{}, fmt.Errorf("validate: acquiring modules: %s", reason)
 	}
 	if out.ExitCode == 0 {
+		if !complete {
+			return Acquired{}, nil
+		}
 		return completeSums(ctx, acq)
 	}
 	if u := manifestUpdateRE.Find(out.Stderr); u != nil {
@@ -269,6 +277,47 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 // only the go.mod hashes of the modules it fetches (Go 1.16 and later).
 // go get loads packages without building anything.
 var completeArgv = []string{"go", "get", "-t", "./..."}
+
+// SumsIncomplete reports whether the go.sum in dir may lack what the
+// checks need: an h1: line for a module go.mod requires (or its
+// replacement). It reads the manifests on the host; when they cannot be
+// read it says true, and the go command decides. go get contacts the
+// checksum database even when nothing is missing, so it runs only then.
+func SumsIncomplete(dir string) bool {
+	goMod, goSum, err := toolchain.ReadManifests(dir)
+	if err != nil {
+		return true
+	}
+	f, err := modfile.Parse("go.mod", goMod, nil)
+	if err != nil {
+		return true
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(goSum), "\n") {
+		if p := strings.Fields(l); len(p) == 3 && strings.HasPrefix(p[2], "h1:") && !strings.HasSuffix(p[1], "/go.mod") {
+			have[p[0]+" "+p[1]] = true
+		}
+	}
+	replaced := map[string]module.Version{}
+	for _, r := range f.Replace {
+		replaced[r.Old.Path+" "+r.Old.Version] = r.New
+		if r.Old.Version == "" {
+			replaced[r.Old.Path] = r.New
+		}
+	}
+	for _, r := range f.Require {
+		v := r.Mod
+		if n, ok := replaced[v.Path+" "+v.Version]; ok {
+			v = n
+		} else if n, ok := replaced[v.Path]; ok {
+			v = n
+		}
+		if v.Version != "" && !have[v.Path+" "+v.Version] {
+			return true
+		}
+	}
+	return false
+}
 
 // completeSums runs completeArgv after a successful go mod download. When
 // go.sum (or go.mod) already has what the checks need it writes nothing and
