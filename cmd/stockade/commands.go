@@ -13,17 +13,52 @@ import (
 
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/vulndb"
 )
 
-// Exit codes, documented in the manual.
+// Exit codes: each means the same for every command (exitCodesHelp).
 const (
-	exitOK          = 0 // the check passed (or the command did its job)
+	exitOK          = 0 // clean, or the command did its job
 	exitFailure     = 1 // Stockade itself failed (engine, filesystem, bug)
-	exitUnsupported = 2 // usage error, or a repository layout we refuse
-	exitFindings    = 3 // the baseline fails or is inconclusive
-	// exitAcquisition: the repository's modules could not be downloaded.
+	exitUnsupported = 2 // the input cannot be used: usage, layout, snapshot
+	exitFindings    = 3 // the module fails or cannot be trusted
+	// exitAcquisition: what is needed could not be had (the modules, the
+	// database), or maintain's explained non-result.
 	exitAcquisition = 4
 )
+
+// exitCodesHelp is the one table of exit codes, at the end of `stockade
+// help` and of every command's manual. exitCode, and the reports' own
+// codes (report.Verdict.ExitCode, maintain.Outcome.ExitCode), follow it.
+const exitCodesHelp = `Exit codes (the same for every command):
+	0  done: inspect clean; scan found no called vulnerability; maintain
+	   prepared a proposal (with -each: at least one, none inconclusive);
+	   image, reap and vulndb did their job
+	1  Stockade itself failed: the engine, the host's filesystem, a lock
+	   timeout, a failure inside a maintain attempt, a bug; no report,
+	   stderr says what
+	2  the input cannot be used: a usage error; a layout inspect refuses
+	   (the report says why); a directory that is missing or cannot be
+	   read, a git checkout without a commit (-worktree takes its working
+	   tree); a -data-dir that is not Stockade's; a file that is not a
+	   vulnerability database; vulndb fetch into a DIR that is not empty;
+	   maintain: DIR not in a git checkout, tracked files of the module
+	   with uncommitted changes, a policy that cannot be applied (-allow major,
+	   a -module that is not a direct requirement, of a class -allow
+	   leaves out or at a version that is not a listed release, an
+	   existing -branch)
+	3  the module fails or cannot be trusted: a check fails or is
+	   inconclusive (a timeout, truncated output, the -deadline ran out);
+	   a go.mod that does not parse (the go command fails on it at home
+	   too); a called vulnerability (scan, and inspect -vulndb whose checks
+	   pass); a scan that is inconclusive; maintain: the baseline fails or
+	   is inconclusive, or an upgraded tree's validation is inconclusive
+	4  what is needed could not be had: the modules go.mod requires could
+	   not be downloaded (inspect, scan); the database could not be
+	   downloaded (vulndb fetch); maintain: an explained non-result (no
+	   candidate, admission or normalization refused, regressed, requires
+	   a newer toolchain, acquisition failed)
+`
 
 // command is one subcommand. Each lives in its own file and registers itself
 // in an init function.
@@ -95,10 +130,13 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.As(err, &ue):
 		return exitUnsupported
-	case errors.Is(err, image.ErrInvalidTag), errors.Is(err, image.ErrNothingToBuild), errors.Is(err, toolchain.ErrNotDataDir):
+	case errors.Is(err, image.ErrInvalidTag), errors.Is(err, image.ErrNothingToBuild), errors.Is(err, toolchain.ErrNotDataDir),
+		errors.Is(err, toolchain.ErrSnapshot), errors.Is(err, vulndb.ErrInvalid), errors.Is(err, vulndb.ErrNotEmpty):
 		// What the user asked for cannot be done: the input is wrong,
 		// not Stockade.
 		return exitUnsupported
+	case errors.Is(err, vulndb.ErrFetch):
+		return exitAcquisition // the database could not be downloaded
 	}
 	return exitFailure
 }
@@ -175,7 +213,7 @@ func newFlagSet(c *command, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("stockade "+c.name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "%s\n\nFlags:\n", strings.TrimSpace(c.usage))
+		fmt.Fprintf(out, "%s\n\n%s\nFlags:\n", strings.TrimSpace(c.usage), exitCodesHelp)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -199,11 +237,7 @@ Commands:
 	for _, n := range names {
 		fmt.Fprintf(w, "\t%-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprint(w, `
-Exit codes: 0 clean, 1 Stockade's own failure, 2 usage error or unsupported
-layout, 3 baseline failing or inconclusive, 4 the modules go.mod requires
-could not be downloaded.
-
+	fmt.Fprint(w, "\n"+exitCodesHelp+`
 Run 'stockade help <command>' for a command's manual.
 `)
 }

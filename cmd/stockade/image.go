@@ -203,6 +203,12 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 		if cacheDir, err = validate.ToolchainCache(o.dataDir); err != nil {
 			return err
 		}
+		// As inspect's builds: one at a time per data directory.
+		lock, err := validate.LockImageBuilds(ctx, cacheDir)
+		if err != nil {
+			return err
+		}
+		defer lock.Unlock()
 	}
 	opts := image.Options{GoRoot: o.goroot, GoVersion: o.goRelease, CacheDir: cacheDir, CToolchain: o.cgo, NoGo: o.base, Busybox: o.busybox, NoBusybox: o.noBusybox, CABundle: o.caBundle, NoCABundle: o.noCABundle, Tag: o.tag}
 	if o.verbose {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -26,8 +27,10 @@ func init() {
 
 Inspect validates the Go module in DIR without trusting it. It reaps
 containers a crashed run left behind, takes the data directory's lock,
-snapshots the repository (its committed tree when DIR is a git checkout;
-with -worktree, the working tree), probes that the engine sees the mounted
+snapshots the repository (its committed tree when DIR is a git checkout,
+or a directory in one: a module of a monorepo is its subtree of the
+commit; with -worktree, the working tree; GIT_CEILING_DIRECTORIES stops
+git's search for a repository above DIR, as it does for git), probes that the engine sees the mounted
 directories, downloads the modules (acquire profile: module commands only,
 proxy only), runs go list, go build, go vet and go test -json in one
 container without network and with a fresh build cache (execute profile),
@@ -42,6 +45,19 @@ reaches the proxy on (default the engine's bridge); -gate-allow-private
 admits private ranges, such as a proxy on an internal network. With
 -fixture-proxy there is no network at all.
 
+Private modules are configured as for the go command, but every module
+still comes from -proxy (GONOPROXY=none: never direct): -private sets
+GOPRIVATE (those modules are not checked against the checksum database),
+-nosumdb adds GONOSUMDB patterns, -sumdb names another checksum database.
+The proxy's credentials come from a netrc file (-netrc; its machine names
+the proxy's host, with the port when it has one) or a credential helper
+the go command runs (-auth-helper, GOAUTH's command protocol, Go 1.24 and
+later; it runs in the acquisition's container, so a static binary or a
+script busybox's sh runs), and -proxy-ca trusts a private CA. A copy of
+those files is mounted only where modules are fetched, never where the
+repository's code runs; the go command sends them over HTTPS only, and
+credentials in -proxy's URL are refused.
+
 Layouts not supported yet (go.work workspaces, vendoring, nested modules,
 local replace targets, submodules, symlinks leaving the repository) are
 refused before any container runs, and so is a go directive newer than
@@ -54,11 +70,16 @@ from it, the report says so.
 The toolchain image is the one of the go directive's minor (or the
 toolchain line's, when that is newer, as the go command would switch to
 it): an image from 'stockade image build' the engine has, else one inspect
-builds first and notes, from the host's Go or from a release the go command
-fetches from the module proxy (go1.27.3 on our machines). Only when no
-release of that minor can be had does a newer minor stand in, and the
-report says so. -image names the image instead: an image ID, or a registry
-image pinned by digest (name@sha256:...), pulled only with -pull.
+builds first and notes, from the host's Go or from a release Stockade
+lists, which the go command fetches from the module proxy (go1.27.3 on our
+machines). When none of those is of that minor, a newer minor stands in
+and the report says so, with the 'stockade image build -go' command that
+fetches a release of the module's own minor (inspect does not download a
+toolchain by itself); the image it builds is chosen from then on. Runs
+on one data directory build images one at a time: a run that waited for
+another's build uses the image it made. -image names the image instead:
+an image ID, or a registry image pinned by digest (name@sha256:...),
+pulled only with -pull.
 
 The image carries a C toolchain (gcc, binutils and the libc headers, from
 Debian's packages at exact versions), so cgo is on as on a developer's
@@ -76,17 +97,15 @@ spent on stderr; otherwise it prints nothing but the report.
 -deadline bounds the whole command; inside it each phase has its own
 budget and gets what is left when that is less: the image 10m, the lock
 wait -lock-timeout, the build-cache seed 20m, acquisition 10m, the
-validation -timeout, the candidate listing 10m. When the deadline leaves
-too little for a phase, the report is inconclusive and names the phase.
+validation -timeout, the candidate listing 10m. When the deadline, or a
+phase's own budget, leaves too little for a phase, the report is
+inconclusive and names the phase and which of the two ran out.
 
-Exit codes:
-	0  clean: every check passed
-	1  Stockade itself failed (engine, filesystem, lock timeout)
-	2  usage error, or a layout that is not supported (the report says why)
-	3  the baseline fails or is inconclusive (timeout, truncated output,
-	   the -deadline ran out, ...)
-	4  acquisition failed: the modules go.mod requires could not be
-	   downloaded (checksum mismatch, a version the proxy does not have)
+The verdict decides the exit code (table below): clean 0; unsupported 2;
+failing, inconclusive or (with -vulndb, every check passing and a called
+vulnerability) vulnerable 3, so a CI job that adds -vulndb fails on what
+the scan found; acquisition_failed 4 (a checksum mismatch, a version the
+proxy does not have).
 
 Examples:
 
@@ -147,8 +166,11 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	lockTimeout := *f.lockTimeout
 	opts.Dir, opts.FixtureProxy, opts.Proxy, opts.DataDir, opts.LockTimeout = dir, fp, *f.proxy, *f.dataDir, lockTimeout
 	opts.Image, opts.Pull, opts.Cgo, opts.AptPackages, opts.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
-	opts.GateNetwork = *f.gateNetwork
+	opts.GateNetwork, opts.SumDB = *f.gateNetwork, *f.sumDB
 	if opts.GateAllowPrivate, err = f.private(); err != nil {
+		return err
+	}
+	if opts.Access, err = f.access(); err != nil {
 		return err
 	}
 	// Waiting is the one thing said off a terminal: a run that seems to
@@ -205,12 +227,17 @@ func (f *runFlags) emit(env *cmdEnv, rep *report.Report) error {
 }
 
 // inspect runs validate.Inspect, which refuses a layout before it calls the
-// engine; when no engine can even be found, a refusal is still reported.
+// engine; when no engine can even be found, a refusal is still reported,
+// and an input that cannot be read still named as such.
 func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report, error) {
 	eng, err := dockerapi.New("")
 	if err != nil {
-		if rep, refused := validate.Refuse(ctx, opts.Dir, opts.Worktree); refused {
+		rep, refused, rerr := validate.Refuse(ctx, opts.Dir, opts.Worktree, opts.DataDir)
+		switch {
+		case refused:
 			return rep, nil
+		case rerr != nil:
+			return nil, rerr
 		}
 		return nil, err
 	}
@@ -221,9 +248,10 @@ func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report,
 // fixtureProxyDir returns the absolute GOPROXY directory for dir: dir
 // itself when it is in GOPROXY file layout, or, when it holds module
 // sources in internal/modproxy's layout (such as testdata/modules), a
-// proxy generated from them into a temporary directory that cleanup
-// removes.
-func fixtureProxyDir(cmd, dir string) (string, func(), error) {
+// proxy generated from them into a scratch directory of the data
+// directory dataDir (empty: the default; toolchain.Scratch) that cleanup
+// removes, and the next run removes if this process dies first.
+func fixtureProxyDir(cmd, dir, dataDir string) (string, func(), error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", nil, err
@@ -234,16 +262,22 @@ func fixtureProxyDir(cmd, dir string) (string, func(), error) {
 	if _, err := modproxy.Scan(abs); err != nil {
 		return abs, func() {}, nil // not module sources: a proxy already
 	}
-	tmp, err := os.MkdirTemp("", "stockade-proxy-")
+	defaultDir := dataDir == ""
+	if defaultDir {
+		if dataDir, err = validate.DefaultDataDir(); err != nil {
+			return "", nil, err
+		}
+	}
+	tmp, err := toolchain.NewScratch(dataDir, defaultDir)
 	if err != nil {
 		return "", nil, err
 	}
-	out := filepath.Join(tmp, "proxy")
+	out := filepath.Join(tmp.Dir, "proxy")
 	if err := modproxy.Generate(abs, out); err != nil {
-		os.RemoveAll(tmp)
+		tmp.Close()
 		return "", nil, err
 	}
-	return out, func() { os.RemoveAll(tmp) }, nil
+	return out, func() { tmp.Close() }, nil
 }
 
 // isTerminal reports whether w is a character device, without a terminal

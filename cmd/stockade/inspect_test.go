@@ -86,9 +86,13 @@ func TestInspect_RefusalExitsTwoWithoutEngine(t *testing.T) {
 }
 
 func TestFixtureProxyDir_GeneratesFromSources(t *testing.T) {
-	dir, cleanup, err := fixtureProxyDir("inspect", filepath.Join("..", "..", "testdata", "modules"))
+	data := t.TempDir()
+	dir, cleanup, err := fixtureProxyDir("inspect", filepath.Join("..", "..", "testdata", "modules"), data)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d, _ := filepath.EvalSymlinks(data); !strings.HasPrefix(dir, d+string(filepath.Separator)) {
+		t.Errorf("generated proxy %s is outside the data directory %s", dir, data)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "stockade.test", "greet", "@v", "list")); err != nil {
 		t.Errorf("generated proxy lacks greet's version list: %v", err)
@@ -99,7 +103,7 @@ func TestFixtureProxyDir_GeneratesFromSources(t *testing.T) {
 	}
 	// A directory that is not module sources is used as it is.
 	other := t.TempDir()
-	if got, _, err := fixtureProxyDir("inspect", other); err != nil || got != other {
+	if got, _, err := fixtureProxyDir("inspect", other, data); err != nil || got != other {
 		t.Errorf("fixtureProxyDir(%s) = %q, %v; want it unchanged", other, got, err)
 	}
 }

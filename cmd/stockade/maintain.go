@@ -20,29 +20,35 @@ func init() {
 		usage: `usage: stockade maintain [flags] DIR
 
 Maintain proposes one upgrade of a direct dependency of the Go module in
-DIR, the top of a git checkout, as a commit, after proving it without
-trusting the repository. It refuses a checkout whose tracked files have
-uncommitted changes (naming them), validates the committed tree as
-'stockade inspect' does (the baseline), and picks the first eligible
-candidate: patch before minor, the highest version, then module path.
-Pre-releases, pseudo-versions and retracted versions are never eligible.
+DIR, a git checkout's top or a directory below it (a module of a
+monorepo), as a commit, after proving it without trusting the repository.
+It refuses a module whose tracked files have uncommitted changes (naming
+them; the rest of a monorepo does not count), validates the committed tree as
+'stockade inspect' does (the baseline), and tries the eligible candidates
+in selection order (patch before minor, the highest version, then module
+path) until one passes, at most 5: each one that does not is reported
+with its evidence. Pre-releases, pseudo-versions and retracted versions
+are never eligible.
 
 It stages the upgrade with go get and go mod tidy in the mutate profile
 (module commands only, on a copy of go.mod and go.sum, never the
 snapshot). The admission gate refuses the upgrade unless the target moved
 to exactly that version, nothing moved down, every other requirement that
 moved up is explained by the target's own requirements, no direct
-dependency was added or removed, and replace, exclude, retract, go,
-toolchain and the module path are unchanged. A second go mod tidy must
-change nothing. The upgraded tree is then validated with a fresh build
+dependency was added or removed, and replace, exclude, retract,
+toolchain and the module path are unchanged. The go line may change only
+as go get raises it since Go 1.21: to exactly the go line of a
+requirement that moved, one the image's Go builds (the report and the
+commit message say so); -keep-go refuses any change of it. A second go
+mod tidy must change nothing. The upgraded tree is then validated with a fresh build
 cache; its findings are compared by key with the baseline's. Every test
 that fails after the upgrade is run again alone three times in a fresh
 container, and so is the same test on the baseline: it is a regression
 only when it fails every time after and passes every time before, flaky
 (reported, not blocking) otherwise.
 
-A clean result is a commit of the two manifests on top of the validated
-commit, made with git plumbing from fixed inputs (author, committer and
+A clean result is a commit of the module's two manifests on top of the
+validated commit, made with git plumbing from fixed inputs (author, committer and
 date from -author and -date; by default Stockade and the validated
 commit's date), so the same inputs give the same commit ID whatever the
 user's git identity, configuration, hooks or time zone. It is stored under
@@ -50,6 +56,11 @@ refs/stockade/proposals/<id> in DIR; HEAD, the index, the working tree and
 the branches never move. -branch also points a new branch at it. The
 report gives the commit, the git commands to look at and apply it, and the
 commit message, ready for a pull request.
+
+-module path[@version] narrows the choice to one direct dependency (and
+version); it is checked before anything runs (a direct requirement, an
+upgrade of a class -allow allows), and a version the module proxy does not
+list is refused before the baseline is validated.
 
 -each tries every eligible candidate independently against the one
 baseline and prepares one proposal per candidate that passes.
@@ -60,22 +71,19 @@ scan'); each attempt reports the vulnerabilities the upgrade fixes and
 introduces. -prefer-fixes tries first, among the eligible candidates,
 those whose version fixes a vulnerability the baseline calls.
 
+Modules come from where inspect gets them, with the same flags
+(-proxy, -private, -nosumdb, -sumdb, -netrc, -auth-helper, -proxy-ca:
+'stockade help inspect'); the credentials reach go get and go mod tidy
+too, never the validations.
+
 Both trees are validated in the toolchain image inspect would choose for
 DIR (the go directive's or the toolchain line's minor, with the C toolchain
 unless -cgo=false), or the one -image names; -pull applies to -image only.
 
-Exit codes:
-	0  proposal prepared (with -each: at least one, none inconclusive)
-	1  Stockade itself failed (engine, filesystem, lock timeout)
-	2  usage error, a policy that cannot be applied (-allow major, a
-	   -module that is not a direct requirement, an existing -branch),
-	   DIR is not the top of a git checkout, tracked files have
-	   uncommitted changes, or a layout inspect refuses
-	3  the baseline fails or is inconclusive, or the upgraded tree's
-	   validation is inconclusive (timeout, truncated output, the
-	   -deadline ran out): nothing is claimed
-	4  an explained non-result: no candidate, admission or normalization
-	   refused, regressed, requires a newer toolchain, acquisition failed
+The outcome decides the exit code (table below): proposal_prepared 0;
+unsupported 2; baseline_failing, baseline_inconclusive and
+validation_inconclusive 3 (nothing is claimed); the explained non-results
+4. A failure of Stockade's own inside an attempt ends the run (exit 1).
 
 Examples:
 
@@ -101,6 +109,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		deadline    = fs.Duration("deadline", maintain.DefaultDeadline, "bound on the whole command")
 		vulnDB      = fs.String("vulndb", "", "scan the baseline and each candidate against the vulnerability database in `DIR` (or a .zip) and report what each upgrade fixes and introduces; default $"+vulndb.EnvDefault+" when set")
 		preferFixes = fs.Bool("prefer-fixes", false, "try first the eligible candidates that fix a vulnerability the baseline calls (needs a database)")
+		keepGo      = fs.Bool("keep-go", false, "refuse an upgrade that changes the go line, even a raise the upgrade requires")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if err := rf.check(); err != nil {
@@ -113,7 +122,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		if *preferFixes && db == "" {
 			return rf.usagef("-prefer-fixes needs a vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
 		}
-		var policy maintain.Policy
+		policy := maintain.Policy{KeepGo: *keepGo}
 		var err error
 		if policy.Allow, err = maintain.ParseAllow(*allow); err != nil {
 			return rf.usagef("%v", err)
@@ -156,8 +165,12 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		if err != nil {
 			return err
 		}
+		access, err := rf.access()
+		if err != nil {
+			return err
+		}
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
-			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, GateNetwork: *rf.gateNetwork, GateAllowPrivate: private, Timeout: *timeout, Deadline: *deadline,
+			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, SumDB: *rf.sumDB, Access: access, GateNetwork: *rf.gateNetwork, GateAllowPrivate: private, Timeout: *timeout, Deadline: *deadline,
 			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
 			Each: *each, Branch: *branch, Identity: who, Logger: log, VulnDB: db, PreferFixes: *preferFixes,
 			OnLockWait: func(holder string) {

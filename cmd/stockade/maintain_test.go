@@ -50,7 +50,7 @@ func TestMaintain_HelpDocumentsExitCodes(t *testing.T) {
 		t.Fatalf("stockade help maintain = exit %d", code)
 	}
 	man := stdout.String()
-	for _, want := range []string{"Examples:", "Exit codes:", "0  proposal prepared", "4  an explained non-result", "-each", "-branch", "refs/stockade/proposals/"} {
+	for _, want := range []string{"Examples:", exitCodesHelp, "proposal_prepared 0", "the explained non-results\n4", "-each", "-branch", "refs/stockade/proposals/"} {
 		if !strings.Contains(man, want) {
 			t.Errorf("the manual lacks %q", want)
 		}

@@ -6,11 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
 )
 
@@ -31,6 +33,12 @@ type runFlags struct {
 	aptPackages  *string
 	gateNetwork  *string
 	gatePrivate  *string
+	sumDB        *string
+	goPrivate    *string
+	noSumDB      *string
+	netrc        *string
+	authHelper   *string
+	proxyCA      *string
 	verbose      *bool
 	// openVEX is -openvex FILE, defined by the commands that scan
 	// (withOpenVEX); nil for the others.
@@ -52,6 +60,12 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		aptPackages:  fs.String("apt-packages", "", "comma-separated Debian packages (`name[=version],...`) to add to the C toolchain layer, with what they depend on, such as zlib1g-dev"),
 		gateNetwork:  fs.String("gate-network", "", "`NETWORK` the egress gate of acquisition reaches the -proxy on; default the engine's bridge"),
 		gatePrivate:  fs.String("gate-allow-private", "", "comma-separated private `CIDR`s the egress gate may reach (a -proxy on an internal network); default none"),
+		sumDB:        fs.String("sumdb", "", "GOSUMDB for acquisition: a checksum database `name[+key] [URL]` the egress gate also admits; default sum.golang.org"),
+		goPrivate:    fs.String("private", "", "GOPRIVATE: comma-separated module path `patterns` of private modules, not checked against the checksum database and fetched from -proxy too (GONOPROXY=none)"),
+		noSumDB:      fs.String("nosumdb", "", "GONOSUMDB: more comma-separated module path `patterns` the checksum database is not asked about"),
+		netrc:        fs.String("netrc", "", "netrc `FILE` with -proxy's credentials, for acquisition only (never where the repository's code runs); sent over HTTPS only"),
+		authHelper:   fs.String("auth-helper", "", "credential helper `PROGRAM` the go command runs in acquisition for -proxy's credentials (GOAUTH=command; Go 1.24+; static, or a script busybox's sh runs)"),
+		proxyCA:      fs.String("proxy-ca", "", "PEM `FILE` of certificates acquisition trusts besides the image's, for a -proxy with a private CA"),
 		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
 	}
 }
@@ -86,11 +100,46 @@ func (f *runFlags) check() error {
 		return f.usagef("-apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
 	case *f.fixtureProxy != "" && (*f.gateNetwork != "" || *f.gatePrivate != ""):
 		return f.usagef("-fixture-proxy runs acquisition without network: -gate-network and -gate-allow-private do not apply")
+	case *f.fixtureProxy != "" && (*f.sumDB != "" || *f.netrc != "" || *f.authHelper != "" || *f.proxyCA != ""):
+		return f.usagef("-fixture-proxy is a directory without a checksum database: -sumdb, -netrc, -auth-helper and -proxy-ca do not apply")
 	}
 	if _, err := f.private(); err != nil {
 		return err
 	}
-	return nil
+	for _, e := range strings.FieldsFunc(*f.proxy, func(r rune) bool { return r == ',' || r == '|' }) {
+		if u, err := url.Parse(strings.TrimSpace(e)); err == nil && u.User != nil {
+			return f.usagef("-proxy %s carries credentials, which every container's GOPROXY would show, the repository's code included: give them with -netrc or -auth-helper", u.Redacted())
+		}
+	}
+	_, err := f.access()
+	return err
+}
+
+// access returns the private modules' access of -private, -nosumdb,
+// -netrc, -auth-helper and -proxy-ca, files made absolute; a file that is
+// not a regular file is a usage error.
+func (f *runFlags) access() (toolchain.ModuleAccess, error) {
+	a := toolchain.ModuleAccess{Private: *f.goPrivate, NoSumDB: *f.noSumDB}
+	for _, c := range []struct {
+		flag, path string
+		dst        *string
+	}{{"-netrc", *f.netrc, &a.Netrc}, {"-auth-helper", *f.authHelper, &a.AuthHelper}, {"-proxy-ca", *f.proxyCA, &a.ProxyCA}} {
+		if c.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(c.path)
+		if err != nil {
+			return a, f.usagef("%s: %v", c.flag, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.Mode().IsRegular() {
+			return a, f.usagef("%s %s is not a regular file", c.flag, c.path)
+		}
+		*c.dst = abs
+	}
+	if err := a.Validate(); err != nil {
+		return a, f.usagef("-private, -nosumdb: %v", err)
+	}
+	return a, nil
 }
 
 // private returns -gate-allow-private's ranges.
@@ -141,7 +190,7 @@ func (f *runFlags) fixture() (string, func(), error) {
 	if *f.fixtureProxy == "" {
 		return "", func() {}, nil
 	}
-	return fixtureProxyDir(f.cmd, *f.fixtureProxy)
+	return fixtureProxyDir(f.cmd, *f.fixtureProxy, *f.dataDir)
 }
 
 // logger logs debug detail to w with -v and discards otherwise.

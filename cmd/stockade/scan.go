@@ -57,15 +57,9 @@ does, and writes no document: stderr says why, and a document an earlier
 run of Stockade left at FILE is removed, so FILE exists after a run only
 when this run wrote it.
 
-Exit codes:
-	0  no called vulnerability (imported or required ones may be listed)
-	1  Stockade itself failed (engine, filesystem, lock timeout, a scanner
-	   that fails verification)
-	2  usage error (no or a malformed database), or a layout that is not
-	   supported
-	3  called vulnerabilities found, or the scan is inconclusive
-	4  acquisition failed: the modules go.mod requires could not be
-	   downloaded
+A called vulnerability exits 3, as an inconclusive scan does; imported or
+required ones alone exit 0. A scanner that fails verification is
+Stockade's failure (exit 1); no database, or a malformed one, exit 2.
 
 Examples:
 

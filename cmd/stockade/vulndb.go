@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/stockade/stockade/internal/vulndb"
@@ -27,6 +28,10 @@ hash, the two facts every scan report names it by.
 
 Scans never reach the network: give the directory to 'stockade scan
 -vulndb DIR' or set STOCKADE_VULNDB.
+
+A download that fails (no network, a status other than 200, more than
+` + fmt.Sprint(vulndb.MaxDownload>>20) + ` MiB) or a file that is not a database exits 4; a DIR that is
+not empty, or a -url that is not http(s), 2.
 
 Examples:
 
@@ -51,9 +56,16 @@ func vulndbFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args [
 		if fs.NArg() != 1 {
 			return usagef("vulndb", "usage: stockade vulndb fetch [-url URL] DIR")
 		}
+		if pu, err := url.Parse(*u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+			return usagef("vulndb", "stockade vulndb fetch: -url %q is not an http(s) URL", *u)
+		}
 		ctx, cancel := context.WithTimeout(ctx, vulndbFetchTimeout)
 		defer cancel()
 		db, err := vulndb.Fetch(ctx, nil, *u, fs.Arg(0))
+		if errors.Is(err, vulndb.ErrInvalid) {
+			// What was downloaded is not a database: it could not be had.
+			return &exitError{code: exitAcquisition, err: err}
+		}
 		if err != nil {
 			return err
 		}

@@ -79,8 +79,9 @@ type Spec struct {
 	Env     map[string]string
 	User    string // "uid:gid"; empty means NobodyUser
 	Workdir string // absolute; empty keeps the image's
-	// Network is "" or "none" (no interface but loopback), "bridge", or the
-	// name of a network.
+	// Network is "" or "none" (no interface but loopback, which works as
+	// on a host: 127.0.0.1 and ::1, and localhost in /etc/hosts),
+	// "bridge", or the name of a network.
 	Network string
 	// Aliases are DNS names the container has on Network (a user-defined
 	// network); empty gives none but its name.
@@ -142,15 +143,14 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	pids := lim.PidsLimit
 	init := s.Init
 	cfg := dockerapi.ContainerConfig{
-		Image:           s.Image,
-		Cmd:             s.Cmd,
-		Env:             env,
-		User:            user,
-		WorkingDir:      s.Workdir,
-		Labels:          s.Labels,
-		Hostname:        s.Hostname,
-		NetworkDisabled: network == "none",
-		StopTimeout:     &stop,
+		Image:       s.Image,
+		Cmd:         s.Cmd,
+		Env:         env,
+		User:        user,
+		WorkingDir:  s.Workdir,
+		Labels:      s.Labels,
+		Hostname:    s.Hostname,
+		StopTimeout: &stop,
 		HostConfig: dockerapi.HostConfig{
 			ReadonlyRootfs: true,
 			NetworkMode:    network,
@@ -171,6 +171,14 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			Ulimits:    ulimits(),
 			ExtraHosts: s.ExtraHosts,
 		},
+	}
+	if network == "none" {
+		// NetworkMode "none" alone isolates: a namespace of its own with
+		// nothing but loopback. NetworkDisabled would also leave
+		// /etc/hosts empty, so localhost would not resolve; the engine
+		// disables IPv6 in a "none" namespace, so ::1 would not exist.
+		// Code that listens and dials on loopback works as on a host.
+		cfg.HostConfig.Sysctls = map[string]string{"net.ipv6.conf.lo.disable_ipv6": "0"}
 	}
 	if len(s.Aliases) > 0 {
 		cfg.NetworkingConfig = &dockerapi.NetworkingConfig{EndpointsConfig: map[string]*dockerapi.EndpointSettings{network: {Aliases: s.Aliases}}}

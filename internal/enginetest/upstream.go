@@ -177,6 +177,28 @@ func StartUpstreamWith(t testing.TB, c *dockerapi.Client, owner string, o Upstre
 	return u
 }
 
+// The credentials the upstream's private module proxy wants
+// (https://allowed.test:8443/private/, HTTP Basic).
+const (
+	PrivateUser     = "stockade"
+	PrivatePassword = "s3cret-0f-the-private-proxy"
+)
+
+// Cert returns the upstream's TLS certificate (PEM), which it makes at
+// start: what a client on the test network must trust.
+func (u *Upstream) Cert() ([]byte, error) {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(u.HTTPURL("/cert"))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("upstream /cert: %s", resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
 // HTTPURL is the URL of path on the upstream's plain-HTTP port, from the
 // host.
 func (u *Upstream) HTTPURL(path string) string {

@@ -41,8 +41,12 @@ func Run(ctx context.Context, dir string, o Options, args ...string) error {
 		"-c", "commit.gpgSign=false"}, args...)
 	cmd := exec.CommandContext(ctx, "git", full...)
 	// exec.Cmd keeps the last value of a name given twice: o.Env wins.
+	// GIT_CEILING_DIRECTORIES is the user's own: where git stops looking
+	// for a repository above a directory (a module in a subdirectory of
+	// a checkout is that repository's); it changes nothing else.
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "LC_ALL=C", "TZ=UTC",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"}, o.Env...)
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0",
+		"GIT_CEILING_DIRECTORIES=" + os.Getenv("GIT_CEILING_DIRECTORIES")}, o.Env...)
 	var stderr limited
 	stderr.n = stderrCap
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, &stderr

@@ -62,7 +62,7 @@ const (
 	// ReasonSubmodule: a .gitmodules file, or a .git entry below the root.
 	ReasonSubmodule Reason = "submodule"
 	// ReasonSymlinkEscape: a symlink that resolves outside the directory,
-	// or is absolute, or loops.
+	// or is absolute. One that loops resolves nowhere and is accepted.
 	ReasonSymlinkEscape Reason = "symlink_escape"
 	// ReasonIrregularFile: a device, named pipe or socket, which a snapshot
 	// copy could block on or misread.
@@ -347,7 +347,8 @@ func ignored(rel string) bool {
 
 // escapes resolves the symlink at rel (slash path under root) one component
 // at a time, as the kernel would, and reports why it leaves root: "" when
-// it stays inside (or dangles inside). It returns the link's own target for
+// it stays inside, dangles inside, or loops (past maxSymlinkHops, where
+// the kernel gives ELOOP). It returns the link's own target for
 // the message. Lexical checks are not enough: a link "a -> ." makes
 // "a/../x" resolve above root although it looks inside.
 func escapes(root, rel string) (target, why string) {
@@ -380,7 +381,10 @@ func escapes(root, rel string) (target, why string) {
 			continue
 		}
 		if hops++; hops > maxSymlinkHops {
-			return target, "too many levels of symbolic links"
+			// A loop (or a longer chain than the kernel follows)
+			// resolves to nothing, as a dangling link does: the go
+			// command skips it, and no open through it succeeds.
+			return target, ""
 		}
 		t, err := os.Readlink(p)
 		if err != nil {

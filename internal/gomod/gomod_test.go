@@ -3,6 +3,7 @@ package gomod
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -38,6 +39,9 @@ func TestCheck_Fixtures(t *testing.T) {
 		{repo: "hang", wantGo: "1.24", stoodIn: true},
 		{repo: "big-output", wantGo: "1.24", stoodIn: true},
 		{repo: "writes-tree", wantGo: "1.24", stoodIn: true},
+		{repo: "loopback", wantGo: "1.24", stoodIn: true},
+		{repo: "host-service", wantGo: "1.24", stoodIn: true},
+		{repo: "missing-sum", wantGo: "1.24", stoodIn: true},
 		// No go line: the host's minor serves it, as for uuid and
 		// go-homedir in the fidelity corpus.
 		{repo: "no-go-line", wantGo: "", stoodIn: true},
@@ -198,10 +202,17 @@ func TestLoad_Layouts(t *testing.T) {
 			link(t, dir, "b", "a")
 			link(t, dir, "../..", "b")
 		}, ReasonSymlinkEscape, "a", "outside"},
+		// A loop resolves nowhere: the go command skips it, as a
+		// dangling link (TestLoad_SymlinkLoopAsTheGoCommand).
 		{"loop", func(t *testing.T, dir string) {
 			link(t, dir, "l2", "l1")
 			link(t, dir, "l1", "l2")
-		}, ReasonSymlinkEscape, "l1", "too many levels"},
+		}, "", "", ""},
+		{"self loop", func(t *testing.T, dir string) { link(t, dir, "self", "self") }, "", "", ""},
+		{"loop through a directory", func(t *testing.T, dir string) {
+			link(t, dir, "x", "d/x")
+			link(t, dir, "x/../../../out", "d/up") // would leave, through the loop
+		}, "", "", ""},
 		{"fifo", func(t *testing.T, dir string) {
 			if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
 				t.Skip("mkfifo:", err)
@@ -297,5 +308,26 @@ func link(t *testing.T, dir, target, name string) {
 	}
 	if err := os.Symlink(target, p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLoad_SymlinkLoopAsTheGoCommand: a module with a symlink loop is
+// accepted, as the go command builds it.
+func TestLoad_SymlinkLoopAsTheGoCommand(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	dir := t.TempDir()
+	write(t, dir, "go.mod", "module example.test/m\n\ngo 1.24\n")
+	write(t, dir, "m.go", "package m\n")
+	link(t, dir, "l2", "l1")
+	link(t, dir, "l1", "l2")
+	if _, err := Load(dir); err != nil {
+		t.Errorf("Load = %v; want the loop accepted", err)
+	}
+	cmd := exec.Command("go", "build", "./...")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("go build with the loop: %v\n%s", err, out)
 	}
 }

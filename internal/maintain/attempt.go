@@ -22,30 +22,30 @@ import (
 // maxDetail caps the go command's stderr kept in an attempt, in bytes.
 const maxDetail = 4 << 10
 
-// attempt tries one candidate against the baseline: stage it with go get,
+// attempt tries one candidate against the baseline, after tried others: stage it with go get,
 // pass the admission gate, normalize with go mod tidy, validate the
 // upgraded tree, compare, rerun what fails, and make the proposal. Each
 // step is a call; the attempt is built from their results. A failure of
-// Stockade's own ends the attempt inconclusive with the error as reason.
-func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
-	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each), Timings: []report.Phase{}}
+// Stockade's own is the error: it ends the run (exit 1), since nothing
+// the attempt would say could be trusted.
+func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attempt, error) {
+	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each, tried), Timings: []report.Phase{}}
 	if fix := fixesCalled(x.base, c); x.o.PreferFixes && len(fix) > 0 {
 		a.Why = "-prefer-fixes: fixes called " + strings.Join(fix, ", ")
 	}
 	st := &steps{log: x.log.With("candidate", c.Path+"@"+c.Version), phases: &a.Timings}
 	target := module.Version{Path: c.Path, Version: c.Version}
 	tree := "" // the validated tree, once the upgraded manifests exist
-	end := func(out Outcome, format string, args ...any) Attempt {
+	end := func(out Outcome, format string, args ...any) (Attempt, error) {
 		st.end() // the last step's time, before a is returned
 		a.Outcome, a.Reason = out, fmt.Sprintf(format, args...)
 		a.Evidence = &Evidence{Tree: tree, Parent: x.snap.Commit, ConfigHash: hashOf(x.config), ImageID: x.img.ID}
-		return a
+		return a, nil
 	}
-	failed := func(err error) Attempt {
-		x.log.Warn("attempt failed", "err", err)
-		return end(ValidationInconclusive, "stockade failed: %v", err)
+	failed := func(err error) (Attempt, error) {
+		return a, fmt.Errorf("maintain: attempt %s during %s: %w", target, st.cur, err)
 	}
-	timedOut := func() Attempt {
+	timedOut := func() (Attempt, error) {
 		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
 	}
 
@@ -83,9 +83,14 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 		return failed(err)
 	}
 	a.Moved = moves(before, staged)
-	if ref := admit(before, staged, target, readClosure(x.r.ModCache(), target)); ref != nil {
+	gr := goRule{keep: x.o.Policy.KeepGo, imageGo: x.img.GoVersion, goLines: readGoLines(x.r.ModCache(), a.Moved)}
+	if ref := admit(before, staged, target, readClosure(x.r.ModCache(), target), gr); ref != nil {
 		a.Rule, a.Module = ref.Rule, ref.Module
 		return end(AdmissionRefused, "%s", ref.Reason)
+	}
+	if b, g := before.goVersion(), staged.goVersion(); b != g {
+		_, by := gr.highest()
+		a.GoRaised = &GoRaise{From: b, To: g, RequiredBy: by}
 	}
 
 	st.begin("tidy") // budget: tidyBudget, both runs
@@ -120,10 +125,12 @@ func (x *run) attempt(ctx context.Context, c report.Candidate) Attempt {
 	if d, ok = x.clock.step(acquireBudget); !ok {
 		return timedOut()
 	}
-	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, post.Dir, time.Now().Add(d)), x.mod, x.img)
+	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, post.Dir, time.Now().Add(d)), x.mod, x.img, validate.SumsIncomplete(post.Dir))
 	switch {
 	case err != nil:
 		return failed(err)
+	case got.TimedOut && d >= acquireBudget:
+		return end(ValidationInconclusive, "the acquisition's budget (%v) ran out during %s", acquireBudget, st.cur)
 	case got.TimedOut:
 		return timedOut()
 	case got.NewerToolchain != nil:

@@ -37,6 +37,10 @@ type Policy struct {
 	// Version narrows it to one version of Module; "" means the newest of
 	// each allowed class.
 	Version string
+	// KeepGo refuses an upgrade that changes the go line at all; by
+	// default a raise the upgrade requires (go get's, since Go 1.21) is
+	// admitted when the image's Go builds the new line.
+	KeepGo bool
 }
 
 // ParseAllow reads a comma-separated list of classes ("patch,minor").
@@ -134,34 +138,56 @@ func judge(listed []report.Candidate, p Policy) (all []Candidate, order []report
 	return all, order
 }
 
-// pinned returns the candidate for -module path@version: path must be a
-// direct requirement, version a listed release (go list -m -versions
-// leaves out retracted ones) newer than the required one.
-func pinned(direct []module.Version, versions map[string][]string, path, version string) (report.Candidate, error) {
+// checkModule applies -module to the module's direct requirements before
+// anything runs: the module must be one of them, and with a version
+// (pinned) an upgrade of it of a class p allows (Major is ErrMajor); it
+// returns that candidate. Whether the version is a listed release needs
+// the proxy (listed).
+func (p Policy) checkModule(direct []module.Version) (pinned *report.Candidate, err error) {
+	if p.Module == "" {
+		return nil, nil
+	}
 	for _, d := range direct {
-		if d.Path != path {
+		if d.Path != p.Module {
 			continue
 		}
-		if !slices.Contains(versions[path], version) {
-			return report.Candidate{}, fmt.Errorf("%w: %s@%s is not a listed release (retracted, or unknown to the proxy)", ErrPolicy, path, version)
+		if p.Version == "" {
+			return nil, nil
 		}
-		k, err := gomod.Classify(d, module.Version{Path: path, Version: version})
+		k, err := gomod.Classify(d, module.Version{Path: p.Module, Version: p.Version})
 		if err != nil {
-			return report.Candidate{}, fmt.Errorf("%w: %v", ErrPolicy, err)
+			return nil, fmt.Errorf("%w: %v", ErrPolicy, err)
 		}
-		return report.Candidate{Path: path, Current: d.Version, Version: version, Class: string(k)}, nil
+		if k == gomod.Major {
+			return nil, ErrMajor
+		}
+		if !p.allows(k) {
+			return nil, fmt.Errorf("%w: -module %s@%s is a %s upgrade, a class -allow leaves out", ErrPolicy, p.Module, p.Version, k)
+		}
+		return &report.Candidate{Path: p.Module, Current: d.Version, Version: p.Version, Class: string(k)}, nil
 	}
-	return report.Candidate{}, fmt.Errorf("%w: %s is not a direct requirement of the module", ErrPolicy, path)
+	return nil, fmt.Errorf("%w: %s is not a direct requirement of the module", ErrPolicy, p.Module)
 }
 
-// whyChosen says why a candidate was tried, for the report and the
-// commit message.
-func whyChosen(c report.Candidate, p Policy, each bool) string {
+// listed refuses a pinned candidate whose version is not a listed release
+// of versions (go list -m -versions leaves out retracted ones).
+func listed(c report.Candidate, versions map[string][]string) error {
+	if !slices.Contains(versions[c.Path], c.Version) {
+		return fmt.Errorf("%w: %s@%s is not a listed release (retracted, or unknown to the proxy)", ErrPolicy, c.Path, c.Version)
+	}
+	return nil
+}
+
+// whyChosen says why a candidate was tried after tried others, for the
+// report and the commit message.
+func whyChosen(c report.Candidate, p Policy, each bool, tried int) string {
 	switch {
 	case p.Version != "":
 		return "asked for with -module " + c.Path + "@" + c.Version
 	case each:
 		return "eligible " + c.Class + " upgrade (-each tries every eligible candidate)"
+	case tried > 0:
+		return fmt.Sprintf("next in selection order (patch, minor; highest; path): the %d tried before it did not pass", tried)
 	}
 	return "first in selection order (patch, minor; highest; path)"
 }

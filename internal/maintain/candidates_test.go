@@ -71,19 +71,31 @@ func TestMaintain_ParsePolicy(t *testing.T) {
 	}
 }
 
+// TestMaintain_Pinned: -module path@version is checked before anything
+// runs (a direct requirement, newer, of a class -allow allows, not major),
+// then against the proxy's listed releases.
 func TestMaintain_Pinned(t *testing.T) {
 	direct := []module.Version{{Path: "example.com/m", Version: "v1.0.0"}}
 	versions := map[string][]string{"example.com/m": {"v1.0.0", "v1.0.1", "v1.2.0"}}
-	if c, err := pinned(direct, versions, "example.com/m", "v1.0.1"); err != nil || c.Class != "patch" {
-		t.Errorf("pinned(v1.0.1) = %+v, %v; want a patch", c, err)
+	c, err := Policy{Module: "example.com/m", Version: "v1.0.1"}.checkModule(direct)
+	if err != nil || c == nil || c.Class != "patch" || listed(*c, versions) != nil {
+		t.Errorf("checkModule(v1.0.1) = %+v, %v; want a listed patch", c, err)
 	}
-	for _, tc := range []struct{ path, v string }{
-		{"example.com/m", "v1.1.0"},     // not listed (retracted or unknown)
-		{"example.com/m", "v1.0.0"},     // not newer
-		{"example.com/other", "v1.0.1"}, // not a direct requirement
+	if c, err := (Policy{Module: "example.com/m", Version: "v1.1.0"}).checkModule(direct); err != nil || listed(*c, versions) == nil {
+		t.Errorf("v1.1.0 (not listed: retracted or unknown) = %+v, %v; want refused by listed", c, err)
+	}
+	for _, tc := range []struct {
+		p    Policy
+		want error
+	}{
+		{Policy{Module: "example.com/m", Version: "v1.0.0"}, ErrPolicy},                                   // not newer
+		{Policy{Module: "example.com/other", Version: "v1.0.1"}, ErrPolicy},                               // not a direct requirement
+		{Policy{Module: "example.com/other"}, ErrPolicy},                                                  // not a direct requirement
+		{Policy{Module: "example.com/m", Version: "v1.2.0", Allow: []gomod.Kind{gomod.Patch}}, ErrPolicy}, // a minor -allow leaves out
+		{Policy{Module: "example.com/m", Version: "v2.0.0"}, ErrPolicy},                                   // another module path: not an upgrade
 	} {
-		if _, err := pinned(direct, versions, tc.path, tc.v); !errors.Is(err, ErrPolicy) {
-			t.Errorf("pinned(%s@%s) = %v; want ErrPolicy", tc.path, tc.v, err)
+		if _, err := tc.p.checkModule(direct); !errors.Is(err, tc.want) {
+			t.Errorf("checkModule(%+v) = %v; want %v", tc.p, err, tc.want)
 		}
 	}
 }

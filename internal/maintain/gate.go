@@ -9,6 +9,8 @@ import (
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
+
+	"github.com/stockade/stockade/internal/imagetable"
 )
 
 // Rules of the admission gate; a refusal names one and a module.
@@ -18,7 +20,7 @@ const (
 	RuleClosure   = "outside_closure"  // a requirement moved up beyond what the target's requirements explain
 	RuleDirect    = "direct_changed"   // a direct dependency was added or removed, or became indirect
 	RuleModule    = "module_path"      // the module directive changed
-	RuleGo        = "go_directive"     // the go directive changed
+	RuleGo        = "go_directive"     // the go directive changed, other than a raise the upgrade requires
 	RuleToolchain = "toolchain"        // the toolchain directive changed
 	RuleReplace   = "replace"          // replace directives changed
 	RuleExclude   = "exclude"          // exclude directives changed
@@ -129,19 +131,84 @@ func moves(before, after *manifest) []Move {
 // go.mod requirements to the highest version required of it there.
 type closure map[string]string
 
+// goRule is how the admission gate judges a change of the go line: since
+// Go 1.21 go get raises it to the highest go line of the build list, so a
+// minor upgrade of a dependency on a newer Go raises it.
+type goRule struct {
+	// keep refuses any change of the go line (-keep-go).
+	keep bool
+	// imageGo is the Go release both trees are validated with, such as
+	// "go1.26.8": a raised line must be one it builds.
+	imageGo string
+	// goLines maps each requirement that moved up (or was added) to the
+	// go line of its go.mod at its new version, as the module cache holds
+	// it ("" when it has none or the cache does not hold it).
+	goLines map[string]string
+}
+
+// judge returns why the change of the go line from before to after is
+// refused, or nil: unchanged, or raised to exactly the highest go line of
+// the requirements that moved (what go get does), one imageGo builds,
+// without keep.
+func (g goRule) judge(before, after *manifest, target module.Version) *Refusal {
+	b, a := before.goVersion(), after.goVersion()
+	if a == b {
+		return nil
+	}
+	refuse := func(format string, args ...any) *Refusal {
+		return &Refusal{Rule: RuleGo, Module: target.Path, Reason: fmt.Sprintf("the go directive changed from %q to %q: ", b, a) + fmt.Sprintf(format, args...)}
+	}
+	if g.keep {
+		return refuse("-keep-go refuses any change of it")
+	}
+	old := b
+	if old == "" {
+		old = "1.16" // the go command's default for a go.mod without a go line
+	}
+	if c, err := imagetable.Compare(a, old); err != nil || c <= 0 {
+		return refuse("only a raise the upgrade requires is admitted")
+	}
+	need, by := g.highest()
+	if need != a {
+		return refuse("the requirements that moved need go %q at most (%s), so the raise is not explained by the upgrade", need, by)
+	}
+	if ok, err := imagetable.Fits(a, g.imageGo); err != nil || !ok {
+		return refuse("%s requires it, and the image's %s is older: it cannot validate the raised module", by, g.imageGo)
+	}
+	return nil
+}
+
+// highest returns the highest go line of goLines and the requirement
+// that has it (the first by path of those that do); "" when none has one.
+func (g goRule) highest() (goLine, by string) {
+	for p, v := range g.goLines {
+		if _, err := imagetable.Compare(v, v); err != nil {
+			continue // none, or not a go line
+		}
+		c := 1
+		if goLine != "" {
+			c, _ = imagetable.Compare(v, goLine)
+		}
+		if c > 0 || c == 0 && p < by {
+			goLine, by = v, p
+		}
+	}
+	return goLine, by
+}
+
 // admit is the admission gate: after is what go get made of before for
 // target. Every requirement that moved up, other than the target, must be
 // explained by the target's requirement closure (at most the version
-// required there).
-func admit(before, after *manifest, target module.Version, cl closure) *Refusal {
+// required there); the go line may change only as gr admits.
+func admit(before, after *manifest, target module.Version, cl closure, gr goRule) *Refusal {
 	refuse := func(rule, mod, format string, args ...any) *Refusal {
 		return &Refusal{Rule: rule, Module: mod, Reason: fmt.Sprintf(format, args...)}
 	}
 	if a, b := after.modulePath(), before.modulePath(); a != b {
 		return refuse(RuleModule, b, "the module path changed from %s to %s", b, a)
 	}
-	if a, b := after.goVersion(), before.goVersion(); a != b {
-		return refuse(RuleGo, target.Path, "the go directive changed from %q to %q: %s needs a newer language version than the module declares", b, a, target)
+	if ref := gr.judge(before, after, target); ref != nil {
+		return ref
 	}
 	if a, b := after.toolchain(), before.toolchain(); a != b {
 		return refuse(RuleToolchain, target.Path, "the toolchain directive changed from %q to %q", b, a)
@@ -238,6 +305,26 @@ func readClosure(modCache string, target module.Version) closure {
 		}
 	}
 	return cl
+}
+
+// readGoLines returns the go line of each requirement of moves that moved
+// up or was added, from its go.mod in the module cache (goRule.goLines).
+func readGoLines(modCache string, moves []Move) map[string]string {
+	out := map[string]string{}
+	for _, mv := range moves {
+		if mv.To == "" || mv.From != "" && semver.Compare(mv.To, mv.From) <= 0 {
+			continue
+		}
+		out[mv.Path] = ""
+		data, err := readCacheMod(modCache, module.Version{Path: mv.Path, Version: mv.To})
+		if err != nil {
+			continue
+		}
+		if f, err := modfile.ParseLax(mv.Path+"@"+mv.To+"/go.mod", data, nil); err == nil && f.Go != nil {
+			out[mv.Path] = f.Go.Version
+		}
+	}
+	return out
 }
 
 func readCacheMod(modCache string, v module.Version) ([]byte, error) {

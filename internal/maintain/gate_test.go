@@ -112,6 +112,13 @@ require (
 	example.com/d v1.0.0
 	example.com/x v1.0.0 // indirect
 )`, RuleGo, "example.com/t", nil},
+		{"go directive lowered", `module example.com/app
+go 1.23
+require (
+	example.com/t v1.1.0
+	example.com/d v1.0.0
+	example.com/x v1.0.0 // indirect
+)`, RuleGo, "example.com/t", nil},
 		{"toolchain added", `module example.com/app
 go 1.24
 toolchain go1.26.1
@@ -141,7 +148,7 @@ require (
 			if tc.cl != nil {
 				c = tc.cl
 			}
-			ref := admit(mustManifest(t, baseMod), mustManifest(t, tc.after), target, c)
+			ref := admit(mustManifest(t, baseMod), mustManifest(t, tc.after), target, c, goRule{imageGo: "go1.26.8"})
 			switch {
 			case tc.rule == "" && ref != nil:
 				t.Errorf("admit = %v (%s %s); want admitted", ref, ref.Rule, ref.Module)
@@ -180,5 +187,39 @@ func TestMaintain_ReadClosure(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("closure[%s] = %q; want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestMaintain_AdmitGoRaise: a raise of the go line is admitted when it is
+// exactly the highest go line of the requirements that moved (what go get
+// does since Go 1.21) and the image's Go builds it; -keep-go refuses any.
+func TestMaintain_AdmitGoRaise(t *testing.T) {
+	target := module.Version{Path: "example.com/t", Version: "v1.1.0"}
+	raised := `module example.com/app
+go 1.25
+require (
+	example.com/t v1.1.0
+	example.com/d v1.0.0
+	example.com/x v1.0.0 // indirect
+)`
+	for _, tc := range []struct {
+		name    string
+		gr      goRule
+		refused bool
+	}{
+		{"the target requires it", goRule{imageGo: "go1.26.8", goLines: map[string]string{"example.com/t": "1.25"}}, false},
+		{"an indirect that moved requires it", goRule{imageGo: "go1.26.8", goLines: map[string]string{"example.com/t": "1.21", "example.com/x": "1.25"}}, false},
+		{"-keep-go", goRule{keep: true, imageGo: "go1.26.8", goLines: map[string]string{"example.com/t": "1.25"}}, true},
+		{"nothing that moved requires it", goRule{imageGo: "go1.26.8", goLines: map[string]string{"example.com/t": "1.22"}}, true},
+		{"raised past what is required", goRule{imageGo: "go1.26.8", goLines: map[string]string{"example.com/t": "1.24.3"}}, true},
+		{"the target's go.mod is not in the cache", goRule{imageGo: "go1.26.8", goLines: map[string]string{"example.com/t": ""}}, true},
+		{"the image's Go is older", goRule{imageGo: "go1.24.9", goLines: map[string]string{"example.com/t": "1.25"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := admit(mustManifest(t, baseMod), mustManifest(t, raised), target, closure{}, tc.gr)
+			if (ref != nil) != tc.refused || ref != nil && ref.Rule != RuleGo {
+				t.Errorf("admit = %v; want refused %v (by %s)", ref, tc.refused, RuleGo)
+			}
+		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -33,13 +32,20 @@ const maxGitOutput = 64 << 20
 // repository's fsmonitor and hooks off, so neither the user's identity
 // and configuration nor the repository's programs play any part.
 type gitRepo struct {
-	dir  string
+	dir  string // the top of the checkout
+	sub  string // the module's directory below it, slash-separated; "" at the top
 	home string // an empty directory
 	env  []string
 }
 
-func newGitRepo(dir, home string) *gitRepo {
-	return &gitRepo{dir: dir, home: home}
+func newGitRepo(dir, sub, home string) *gitRepo {
+	return &gitRepo{dir: dir, sub: sub, home: home}
+}
+
+// inModule reports whether name, a path from the top, is in the module's
+// directory.
+func (g *gitRepo) inModule(name string) bool {
+	return g.sub == "" || strings.HasPrefix(name, g.sub+"/")
 }
 
 func (g *gitRepo) run(ctx context.Context, stdin io.Reader, extraEnv []string, args ...string) (string, error) {
@@ -116,9 +122,11 @@ func objectID(format, typ string, data []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// uncommitted lists the tracked files (those of commit's tree, and those
-// the index adds) whose working copy differs from commit: changed content,
-// executable bit or symlink target, deleted, or staged as new. It reads
+// uncommitted lists the tracked files of the module's directory (those of
+// commit's tree, and those the index adds), paths from the top, whose
+// working copy differs from commit: changed content, executable bit or
+// symlink target, deleted, or staged as new. The rest of a monorepo does
+// not count: neither validated nor in the proposal. It reads
 // the working tree and the object database itself, so no filter, hook or
 // fsmonitor the repository configures runs; a line-ending conversion the
 // user configured counts as a change.
@@ -140,7 +148,7 @@ func (g *gitRepo) uncommitted(ctx context.Context, commit string) ([]string, err
 	inTree := map[string]bool{}
 	for _, e := range es {
 		inTree[e.name] = true
-		if e.typ != "blob" {
+		if e.typ != "blob" || !g.inModule(e.name) {
 			continue // submodules are refused before this
 		}
 		same, err := sameAsBlob(root, e, format)
@@ -156,7 +164,7 @@ func (g *gitRepo) uncommitted(ctx context.Context, commit string) ([]string, err
 		return nil, err
 	}
 	for _, name := range strings.Split(idx, "\x00") {
-		if name != "" && !inTree[name] {
+		if name != "" && !inTree[name] && g.inModule(name) {
 			out = append(out, name)
 		}
 	}
@@ -225,44 +233,66 @@ type recipe struct {
 	message string
 }
 
-// proposalTree writes the parent's root tree with go.mod and go.sum
-// replaced (git hash-object, git mktree) and returns its ID.
+// proposalTree writes the parent's root tree with the module's go.mod and
+// go.sum replaced (git hash-object, git mktree; in a monorepo each tree on
+// the way to the module's directory too) and returns its ID.
 func (g *gitRepo) proposalTree(ctx context.Context, r recipe) (string, error) {
-	es, err := g.lsTree(ctx, false, r.parent)
+	blob := func(data []byte) (string, error) {
+		out, err := g.run(ctx, bytes.NewReader(data), nil, "hash-object", "-w", "--no-filters", "--stdin")
+		return strings.TrimSpace(out), err
+	}
+	mk := func(es []treeEntry) (string, error) {
+		var in bytes.Buffer
+		for _, e := range es {
+			fmt.Fprintf(&in, "%s %s %s\t%s\x00", e.mode, e.typ, e.hash, e.name)
+		}
+		out, err := g.run(ctx, &in, nil, "mktree", "-z")
+		return strings.TrimSpace(out), err
+	}
+	return g.withManifests(ctx, r.parent, g.sub, r.goMod, r.goSum, blob, mk)
+}
+
+// withManifests returns the ID of the tree rev (a commit or a tree) with
+// go.mod and go.sum of its directory sub ("" the tree itself) replaced by
+// goMod and goSum (nil: none), blob making each file's blob and mk each
+// changed tree, from the one holding them up to rev's.
+func (g *gitRepo) withManifests(ctx context.Context, rev, sub string, goMod, goSum []byte, blob func([]byte) (string, error), mk func([]treeEntry) (string, error)) (string, error) {
+	es, err := g.lsTree(ctx, false, rev)
 	if err != nil {
 		return "", err
 	}
-	files := map[string][]byte{"go.mod": r.goMod}
-	if r.goSum != nil {
-		files["go.sum"] = r.goSum
+	if sub != "" {
+		first, rest, _ := strings.Cut(sub, "/")
+		for i, e := range es {
+			if e.name == first && e.typ == "tree" {
+				if es[i].hash, err = g.withManifests(ctx, e.hash, rest, goMod, goSum, blob, mk); err != nil {
+					return "", err
+				}
+				return mk(es)
+			}
+		}
+		return "", fmt.Errorf("maintain: %s is not a directory of %s", sub, rev)
 	}
 	var kept []treeEntry
 	for _, e := range es {
-		if e.name == "go.mod" || e.name == "go.sum" {
-			continue
+		if e.name != "go.mod" && e.name != "go.sum" {
+			kept = append(kept, e)
 		}
-		kept = append(kept, e)
 	}
-	for _, name := range []string{"go.mod", "go.sum"} {
-		data, ok := files[name]
-		if !ok {
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"go.mod", goMod}, {"go.sum", goSum}} {
+		if f.data == nil {
 			continue
 		}
-		out, err := g.run(ctx, bytes.NewReader(data), nil, "hash-object", "-w", "--no-filters", "--stdin")
+		h, err := blob(f.data)
 		if err != nil {
 			return "", err
 		}
-		kept = append(kept, treeEntry{mode: "100644", typ: "blob", hash: strings.TrimSpace(out), name: name})
+		kept = append(kept, treeEntry{mode: "100644", typ: "blob", hash: h, name: f.name})
 	}
-	var in bytes.Buffer
-	for _, e := range kept {
-		fmt.Fprintf(&in, "%s %s %s\t%s\x00", e.mode, e.typ, e.hash, e.name)
-	}
-	out, err := g.run(ctx, &in, nil, "mktree", "-z")
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(out), nil
+	return mk(kept)
 }
 
 // committerDate returns commit's committer date as git stores it
@@ -345,38 +375,17 @@ func (g *gitRepo) checkBranch(ctx context.Context, branch string) error {
 	return nil
 }
 
-// emptyHome makes the empty directory git runs with as HOME.
-func emptyHome() (string, func(), error) {
-	d, err := os.MkdirTemp("", "stockade-git-home-")
-	if err != nil {
-		return "", nil, err
-	}
-	return filepath.Clean(d), func() { os.RemoveAll(d) }, nil
-}
-
 // validatedTree returns the ID of the tree a proposal of ms would have
-// (the parent's root tree with go.mod and go.sum replaced), computed
-// without writing anything: the evidence of what was validated.
+// (the parent's root tree with the module's go.mod and go.sum replaced),
+// computed without writing anything: the evidence of what was validated.
 func (g *gitRepo) validatedTree(ctx context.Context, parent string, goMod, goSum []byte) (string, error) {
 	format, err := g.objectFormat(ctx)
 	if err != nil {
 		return "", err
 	}
-	es, err := g.lsTree(ctx, false, parent)
-	if err != nil {
-		return "", err
-	}
-	var kept []treeEntry
-	for _, e := range es {
-		if e.name != "go.mod" && e.name != "go.sum" {
-			kept = append(kept, e)
-		}
-	}
-	kept = append(kept, treeEntry{mode: "100644", typ: "blob", hash: objectID(format, "blob", goMod), name: "go.mod"})
-	if goSum != nil {
-		kept = append(kept, treeEntry{mode: "100644", typ: "blob", hash: objectID(format, "blob", goSum), name: "go.sum"})
-	}
-	return treeID(format, kept)
+	blob := func(data []byte) (string, error) { return objectID(format, "blob", data), nil }
+	mk := func(es []treeEntry) (string, error) { return treeID(format, es) }
+	return g.withManifests(ctx, parent, g.sub, goMod, goSum, blob, mk)
 }
 
 // treeID is git's ID of a tree object holding es: entries sorted as git

@@ -11,7 +11,7 @@ import (
 
 func TestMaintain_Uncommitted(t *testing.T) {
 	dir := fixtureRepo(t, "maintain-patch")
-	g := newGitRepo(dir, t.TempDir())
+	g := newGitRepo(dir, "", t.TempDir())
 	ctx := context.Background()
 	head := strings.TrimSpace(gitT(t, dir, nil, "rev-parse", "HEAD"))
 	if got, err := g.uncommitted(ctx, head); err != nil || len(got) != 0 {
@@ -63,7 +63,7 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 	}
 	r := recipe{parent: head, goMod: []byte("module stockade.test/repo/maintain-patch\n\ngo 1.24\n"), goSum: nil, who: DefaultIdentity, message: "deps: test\n"}
 
-	c1, tree1, err := newGitRepo(plain, t.TempDir()).commit(ctx, r)
+	c1, tree1, err := newGitRepo(plain, "", t.TempDir()).commit(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +72,12 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 	t.Setenv("GIT_AUTHOR_NAME", "Env Author")
 	t.Setenv("GIT_COMMITTER_DATE", "2001-01-01T00:00:00Z")
 	before := state(t, hostile)
-	g := newGitRepo(hostile, t.TempDir())
+	g := newGitRepo(hostile, "", t.TempDir())
 	c2, tree2, err := g.commit(ctx, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, err := newGitRepo(plain, t.TempDir()).validatedTree(ctx, head, r.goMod, r.goSum); err != nil || want != tree1 {
+	if want, err := newGitRepo(plain, "", t.TempDir()).validatedTree(ctx, head, r.goMod, r.goSum); err != nil || want != tree1 {
 		t.Errorf("validatedTree = %s, %v; want git mktree's %s", want, err, tree1)
 	}
 	if c1 != c2 || tree1 != tree2 {
@@ -127,7 +127,7 @@ func TestMaintain_ProposalCommitIsARecipe(t *testing.T) {
 func TestMaintain_ValidatedTreeIsGits(t *testing.T) {
 	ctx := context.Background()
 	dir := fixtureRepo(t, "clean")
-	g := newGitRepo(dir, t.TempDir())
+	g := newGitRepo(dir, "", t.TempDir())
 	head := strings.TrimSpace(gitT(t, dir, nil, "rev-parse", "HEAD"))
 	for _, sum := range [][]byte{nil, []byte("example.com/m v1.0.0 h1:x=\n")} {
 		r := recipe{parent: head, goMod: []byte("module stockade.test/repo/clean\n"), goSum: sum}
@@ -148,21 +148,38 @@ func TestMaintain_ValidatedTreeIsGits(t *testing.T) {
 func TestMaintain_RefusesBeforeAnyContainer(t *testing.T) {
 	plain := t.TempDir()
 	os.WriteFile(filepath.Join(plain, "go.mod"), []byte("module example.com/m\n\ngo 1.24\n"), 0o644)
-	r, err := Maintain(context.Background(), nil, Options{Dir: plain})
-	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || !strings.Contains(r.Reason, "not the top directory of a git checkout") {
+	r, err := Maintain(context.Background(), nil, Options{Dir: plain, DataDir: t.TempDir()})
+	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || !strings.Contains(r.Reason, "not in a git checkout") {
 		t.Errorf("Maintain(not a checkout) = %+v, %v; want unsupported", r, err)
 	}
 
 	dir := fixtureRepo(t, "maintain-patch")
 	os.WriteFile(filepath.Join(dir, "hello.go"), []byte("package hello\n"), 0o644)
 	before := state(t, dir)
-	r, err = Maintain(context.Background(), nil, Options{Dir: dir})
+	r, err = Maintain(context.Background(), nil, Options{Dir: dir, DataDir: t.TempDir()})
 	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || strings.Join(r.Uncommitted, " ") != "hello.go" {
 		t.Errorf("Maintain(uncommitted hello.go) = %+v, %v; want unsupported naming hello.go", r, err)
 	}
 	sameState(t, before, state(t, dir))
 
-	if _, err := Maintain(context.Background(), nil, Options{Dir: dir, Each: true, Branch: "x"}); !errors.Is(err, ErrPolicy) {
+	if _, err := Maintain(context.Background(), nil, Options{Dir: dir, DataDir: t.TempDir(), Each: true, Branch: "x"}); !errors.Is(err, ErrPolicy) {
 		t.Errorf("Maintain(-each -branch) = %v; want ErrPolicy", err)
+	}
+}
+
+// TestMaintain_MalformedGoModIsAFailingBaseline: a go.mod that does not
+// parse is a baseline that fails (exit 3), as the go command fails on it
+// at home, not an unsupported layout; decided without an engine, and
+// with nothing in $TMPDIR (git's home is a scratch directory of the data
+// directory).
+func TestMaintain_MalformedGoModIsAFailingBaseline(t *testing.T) {
+	dir := fixtureRepo(t, "maintain-patch")
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module stockade.test/repo/maintain-patch\n\nrequire (\n"), 0o644)
+	gitT(t, dir, nil, "commit", "-q", "-am", "break go.mod")
+	data := t.TempDir()
+	t.Setenv("TMPDIR", "/nonexistent/tmp")
+	r, err := Maintain(context.Background(), nil, Options{Dir: dir, DataDir: data})
+	if err != nil || r.Outcome != BaselineFailing || r.ExitCode != ExitInconclusive || r.Refusal == nil || r.Refusal.Kind != "malformed_go_mod" {
+		t.Fatalf("Maintain(malformed go.mod) = %+v, %v; want baseline_failing (exit 3) with the malformed go.mod named", r, err)
 	}
 }

@@ -79,8 +79,9 @@ const (
 // Options configure Maintain. Dir is required; the zero value of every
 // other field is the default.
 type Options struct {
-	// Dir is the top directory of a git checkout, absolute. Only the
-	// proposal ref (and Branch) is ever written in it.
+	// Dir is the module's directory in a git checkout, absolute: its top,
+	// or a directory below it (a monorepo). Only the proposal ref (and
+	// Branch) is ever written in the repository.
 	Dir string
 	// FixtureProxy is a GOPROXY file-layout directory to acquire from with
 	// no network; Proxy must then be empty.
@@ -88,10 +89,13 @@ type Options struct {
 	// Proxy is GOPROXY; empty means validate.DefaultProxy.
 	Proxy string
 	// GateNetwork and GateAllowPrivate are the run's egress gates'
-	// outside network and admitted private ranges, as
+	// outside network and admitted private ranges, and SumDB and Access
+	// the checksum database and private modules' access, as
 	// validate.InspectOptions has them.
 	GateNetwork      string
 	GateAllowPrivate []netip.Prefix
+	SumDB            string
+	Access           toolchain.ModuleAccess
 	// Timeout bounds each validation; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Deadline bounds the whole run; zero means DefaultDeadline. When it
@@ -119,7 +123,8 @@ type Options struct {
 	// Policy says which candidates may be tried.
 	Policy Policy
 	// Each tries every eligible candidate against the one baseline;
-	// otherwise only the first in selection order.
+	// otherwise they are tried in selection order until one prepares a
+	// proposal, at most maxTries.
 	Each bool
 	// Branch, when not empty, is a new branch pointed at the proposal
 	// (only without Each); an existing branch is refused.
@@ -165,7 +170,7 @@ func (o Options) config(imageID string) string {
 	if !who.Date.IsZero() {
 		date = who.Date.UTC().Format(time.RFC3339)
 	}
-	return strings.Join([]string{
+	lines := []string{
 		"schema " + Schema,
 		"image " + imageID,
 		"proxy " + proxy,
@@ -174,7 +179,19 @@ func (o Options) config(imageID string) string {
 		fmt.Sprintf("each %v", o.Each),
 		"timeout " + o.timeout().String(),
 		"identity " + who.Name + " <" + who.Email + "> " + date,
-	}, "\n") + "\n" + o.scanConfig()
+	}
+	// Each only when set: earlier hashes stay. The credentials decide
+	// nothing but whether the modules can be had: not hashed.
+	if o.Policy.KeepGo {
+		lines = append(lines, "keep-go true")
+	}
+	if o.SumDB != "" {
+		lines = append(lines, "sumdb "+o.SumDB)
+	}
+	if a := o.Access; a.Private != "" || a.NoSumDB != "" {
+		lines = append(lines, "private "+a.Private, "nosumdb "+a.NoSumDB)
+	}
+	return strings.Join(lines, "\n") + "\n" + o.scanConfig()
 }
 
 // scanConfig is the config lines of a scan, empty without one (so runs
@@ -254,18 +271,25 @@ type run struct {
 	img   report.Image
 	seed  cacheseed.Seed
 	// acq is the baseline snapshot's acquire container: its acquisition
-	// and the candidate listing run in it as execs.
-	acq    *toolchain.Container
-	base   *Validation
-	config string // Options.config
+	// and the candidate listing run in it as execs; nil once acquisition
+	// updated the manifests (acquirer).
+	acq *toolchain.Container
+	// updated, when not nil, says the go command updated the baseline's
+	// manifests to download the modules: snap holds the update.
+	updated *report.Updated
+	base    *Validation
+	config  string // Options.config
 	// scanner is the verified scanner when Options.VulnDB is set.
 	scanner scanner.Scanner
+	// pinned is the candidate -module path@version names, checked.
+	pinned *report.Candidate
 }
 
 // Maintain is `stockade maintain`. It refuses a checkout whose tracked
 // files have uncommitted changes, validates the committed tree as inspect
-// does (the baseline), lists the upgrade candidates, and tries the first
-// eligible one (with Each, every one) in attempt. What the module and its
+// does (the baseline), lists the upgrade candidates, and tries the
+// eligible ones in selection order until one prepares a proposal (with
+// Each, every one) in attempt. What the module and its
 // upgrades did is in the report; an error is Stockade's own failure, or a
 // policy it cannot apply (ErrPolicy, ErrMajor, ErrBranchExists).
 func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, error) {
@@ -299,7 +323,7 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	finish := func() (*Report, error) {
 		st.end()
 		rep.Notes = append(rep.Notes, vrep.Notes...)
-		rep.finish(time.Since(start).Milliseconds())
+		rep.finish(time.Since(start).Milliseconds(), o.Each)
 		return rep, nil
 	}
 	end := func(out Outcome, format string, args ...any) (*Report, error) {
@@ -309,26 +333,44 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	timedOut := func() (*Report, error) {
 		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
 	}
-	home, cleanup, err := emptyHome()
+	// refusedEnd ends a run whose tree inspect refuses; a go.mod that does
+	// not parse is a baseline that fails, as the go command fails on it
+	// at home.
+	refusedEnd := func(r *report.Refusal) (*Report, error) {
+		if r.Kind == report.RefusalMalformedGoMod {
+			return end(BaselineFailing, "the baseline already fails: %s", r.Reason)
+		}
+		return end(Unsupported, "the layout is not supported: %s", r.Reason)
+	}
+	dataDir, defaultDir := o.DataDir, o.DataDir == ""
+	if defaultDir {
+		if dataDir, err = validate.DefaultDataDir(); err != nil {
+			return nil, err
+		}
+	}
+	// git's HOME: an empty directory of the data directory's, not $TMPDIR.
+	home, err := toolchain.NewScratch(dataDir, defaultDir)
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	x.git = newGitRepo(o.Dir, home)
+	defer home.Close()
 
 	st.begin("check") // budget: checkBudget
 	cctx, cancel := context.WithTimeout(ctx, checkBudget)
 	defer cancel()
-	if !toolchain.IsGitCheckout(cctx, o.Dir) {
-		return end(Unsupported, "%s is not the top directory of a git checkout: a proposal is a commit", o.Dir)
+	// The module's directory: the checkout's top, or below it (a monorepo).
+	top, sub, git := toolchain.GitWorkTree(cctx, o.Dir)
+	if !git {
+		return end(Unsupported, "%s is not in a git checkout: a proposal is a commit", o.Dir)
 	}
-	m, refused, err := validate.CheckTree(cctx, o.Dir, false, vrep)
+	x.git = newGitRepo(top, sub, home.Dir)
+	m, refused, err := validate.CheckTree(cctx, o.Dir, false, o.DataDir, vrep)
 	rep.Source, rep.Refusal = vrep.Source, vrep.Refusal
 	if refused {
 		if m != nil {
 			rep.Module, rep.Go = m.Path, m.Go
 		}
-		return end(Unsupported, "the layout is not supported: %s", vrep.Refusal.Reason)
+		return refusedEnd(vrep.Refusal)
 	}
 	if err != nil {
 		return nil, err
@@ -346,6 +388,11 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		if err := x.git.checkBranch(cctx, o.Branch); err != nil {
 			return nil, err
 		}
+	}
+	// -module is checked against go.mod before anything runs; whether a
+	// version is a listed release, once the proxy can be asked.
+	if x.pinned, err = o.Policy.checkModule(m.Direct()); err != nil {
+		return nil, err
 	}
 	cancel()
 
@@ -414,9 +461,9 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if x.snap.Commit != rep.Source.Commit {
 		return nil, fmt.Errorf("maintain: HEAD moved from %s to %s while maintain ran", rep.Source.Commit, x.snap.Commit)
 	}
-	if x.mod, refused, err = validate.CheckSnapshot(x.snap, m.Go, vrep); refused {
+	if x.mod, refused, err = validate.CheckSnapshot(x.snap, m.Go, o.DataDir, vrep); refused {
 		rep.Refusal = vrep.Refusal
-		return end(Unsupported, "the layout is not supported: %s", vrep.Refusal.Reason)
+		return refusedEnd(vrep.Refusal)
 	} else if err != nil {
 		return nil, err
 	}
@@ -449,17 +496,26 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return nil, err
 	}
 	defer func() {
+		if x.acq == nil {
+			return
+		}
 		if err := x.acq.Close(context.WithoutCancel(ctx)); err != nil {
 			x.log.Warn("removing the acquire container failed", "err", err)
 		}
 	}()
-	got, err := validate.AcquireModules(ctx, validate.AcquireIn(x.r, x.acq, time.Now().Add(d)), x.mod, img)
+	// As inspect acquires: when the go command has to update the
+	// manifests to download the modules (no go line, missing go.sum
+	// entries), the baseline is the commit's tree with that update, as
+	// on a developer's machine; the proposal then carries it too.
+	got, updated, err := validate.AcquireSnapshot(ctx, x.r, x.acq, x.snap, x.mod, img, time.Now().Add(d))
 	if err == nil {
 		err = x.egress(ctx, rep, "acquire")
 	}
 	switch {
 	case err != nil:
 		return nil, err
+	case got.TimedOut && d >= acquireBudget:
+		return end(ValidationInconclusive, "the acquisition's budget (%v) ran out during %s", acquireBudget, st.cur)
 	case got.TimedOut:
 		return timedOut()
 	case got.NewerToolchain != nil:
@@ -467,6 +523,28 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 		return end(Unsupported, "the baseline cannot be built: %s", got.NewerToolchain.Reason)
 	case got.Failure != nil:
 		return end(AcquisitionFailed, "the baseline's modules could not be downloaded: %s", got.Failure.Detail)
+	case got.Updated != nil:
+		rep.Source.Updated, x.updated = got.Updated, got.Updated
+		updated.Commit = x.snap.Commit // the commit's tree, manifests updated
+		x.snap = updated
+		// The acquire container holds the tree before the update: what
+		// asks about the baseline from now on runs on the new one.
+		if err := x.acq.Close(context.WithoutCancel(ctx)); err != nil {
+			x.log.Warn("removing the acquire container failed", "err", err)
+		}
+		x.acq = nil
+	}
+
+	if x.pinned != nil {
+		// A version the proxy does not list is refused before the
+		// baseline's validation, not after.
+		versions, err := validate.ListVersions(ctx, x.acquirer(time.Now().Add(candidatesBudget)), []string{x.pinned.Path})
+		if err == nil {
+			err = listed(*x.pinned, versions)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	st.begin("baseline") // budget: Timeout
@@ -532,18 +610,56 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 	if o.PreferFixes {
 		order = preferFixes(x.base, order)
 	}
-	if !o.Each {
-		order = order[:1]
-	}
-
-	for _, c := range order {
-		st.begin("attempt " + c.Path + "@" + c.Version) // budget: what is left; each step its own
-		rep.Attempts = append(rep.Attempts, x.attempt(ctx, c))
-		if err := x.egress(ctx, rep, "attempt "+c.Path+"@"+c.Version); err != nil {
-			return nil, err
-		}
+	rep.Attempts, err = tryInOrder(order, o.Each, func() bool { _, ok := x.clock.step(minStep); return ok },
+		func(c report.Candidate, tried int) (Attempt, error) {
+			name := "attempt " + c.Path + "@" + c.Version
+			st.begin(name) // budget: what is left; each step its own
+			a, err := x.attempt(ctx, c, tried)
+			if err == nil {
+				err = x.egress(ctx, rep, name)
+			}
+			return a, err
+		})
+	if err != nil {
+		return nil, err
 	}
 	return finish()
+}
+
+// maxTries bounds the candidates one run without Each tries: each costs
+// two validations and reruns (minutes each).
+const maxTries = 5
+
+// tryInOrder tries the candidates of order with try, in order: with each,
+// every one; otherwise until one prepares a proposal, at most maxTries,
+// and none once the deadline leaves no time to start (more is false).
+// Every try is an attempt of the report, each failure with its evidence.
+func tryInOrder(order []report.Candidate, each bool, more func() bool, try func(c report.Candidate, tried int) (Attempt, error)) ([]Attempt, error) {
+	var out []Attempt
+	for i, c := range order {
+		if !each && (i == maxTries || i > 0 && !more()) {
+			break
+		}
+		a, err := try(c, i)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, a)
+		if !each && a.Outcome == ProposalPrepared {
+			break
+		}
+	}
+	return out, nil
+}
+
+// acquirer runs module commands on the baseline ending by until: as execs
+// in its acquire container, or, once acquisition updated the manifests
+// (the container holds the tree before), in one-shot acquire containers.
+func (x *run) acquirer(until time.Time) validate.Execer {
+	if x.acq == nil {
+		return validate.NewAcquireExecer(x.r, x.snap.Dir, until)
+	}
+	return validate.AcquireIn(x.r, x.acq, until)
 }
 
 // egress adds the record of phase (validate.EgressOf) to rep: what the
@@ -570,8 +686,8 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config: toolchain.Config{Image: img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB,
-			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		Config: toolchain.Config{Image: img.ID, Proxy: o.Proxy, SumDB: o.SumDB, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate, Access: o.Access},
 		LockTimeout: min(o.LockTimeout, d),
 		OnLockWait:  o.OnLockWait,
 		Logger:      o.Logger,
@@ -581,26 +697,12 @@ func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.
 // candidates lists the upgrade candidates into rep and returns the
 // eligible ones in selection order.
 func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]report.Candidate, error) {
-	acq := validate.AcquireIn(x.r, x.acq, time.Now().Add(d))
+	if c := x.pinned; c != nil { // checked and listed before the baseline
+		rep.Candidates = []Candidate{{Candidate: *c, Eligible: true}}
+		return []report.Candidate{*c}, nil
+	}
+	acq := x.acquirer(time.Now().Add(d))
 	p := x.o.Policy
-	if p.Version != "" {
-		versions, err := validate.ListVersions(ctx, acq, []string{p.Module})
-		if err != nil {
-			return nil, err
-		}
-		c, err := pinned(x.mod.Direct(), versions, p.Module, p.Version)
-		if err != nil {
-			return nil, err
-		}
-		if gomod.Kind(c.Class) == gomod.Major {
-			return nil, ErrMajor
-		}
-		rep.Candidates = []Candidate{{Candidate: c, Eligible: true}}
-		return []report.Candidate{c}, nil
-	}
-	if p.Module != "" && !isDirect(x.mod, p.Module) {
-		return nil, fmt.Errorf("%w: %s is not a direct requirement of %s", ErrPolicy, p.Module, x.mod.Path)
-	}
 	listed, err := validate.Candidates(ctx, acq, x.mod.Direct())
 	if err != nil {
 		return nil, err
@@ -608,15 +710,6 @@ func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]r
 	judged, order := judge(listed, p)
 	rep.Candidates = judged
 	return order, nil
-}
-
-func isDirect(m *gomod.Module, path string) bool {
-	for _, d := range m.Direct() {
-		if d.Path == path {
-			return true
-		}
-	}
-	return false
 }
 
 func policyText(p Policy) string {

@@ -1,6 +1,7 @@
 package maintain
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,9 +52,20 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("the message does not name the flaky test:\n%s", a.Proposal.Message)
 			}
 		}},
-		{"maintain-newlang", Options{}, AdmissionRefused, func(t *testing.T, r *Report) {
-			if a := r.Attempts[0]; a.Rule != RuleGo || a.Module != "stockade.test/newlang" {
-				t.Errorf("attempt refused by %q for %q; want %q for newlang", a.Rule, a.Module, RuleGo)
+		// newlang v1.0.1 needs go 1.25: go get raises the module's go
+		// 1.24, which the image's go1.26 builds; admitted and said so.
+		{"maintain-newlang", Options{}, ProposalPrepared, func(t *testing.T, r *Report) {
+			a := r.Attempts[0]
+			if g := a.GoRaised; g == nil || g.From != "1.24" || g.To != "1.25" || g.RequiredBy != "stockade.test/newlang" {
+				t.Errorf("go raised %+v; want 1.24 => 1.25 required by newlang", g)
+			}
+			if a.Proposal == nil || !strings.Contains(a.Proposal.Message, "The go line moves from 1.24 to 1.25") {
+				t.Errorf("attempt %+v; want a proposal whose message names the raise", a)
+			}
+		}},
+		{"maintain-newlang", Options{Policy: Policy{KeepGo: true}}, AdmissionRefused, func(t *testing.T, r *Report) {
+			if a := r.Attempts[0]; a.Rule != RuleGo || a.Module != "stockade.test/newlang" || !strings.Contains(a.Reason, "-keep-go") {
+				t.Errorf("attempt refused by %q for %q (%s); want %q for newlang, -keep-go named", a.Rule, a.Module, a.Reason, RuleGo)
 			}
 		}},
 		{"maintain-newer-go", Options{}, RequiresNewerToolchain, nil},
@@ -88,6 +100,37 @@ func TestMaintain_Fixtures(t *testing.T) {
 		{"maintain-patch", Options{Proxy: "http://127.0.0.1:9"}, AcquisitionFailed, func(t *testing.T, r *Report) {
 			if len(r.Attempts) != 0 || !strings.Contains(r.Reason, "could not be downloaded") {
 				t.Errorf("reason %q, attempts %+v; want the baseline's acquisition named", r.Reason, r.Attempts)
+			}
+		}},
+		// go.mod has a requirement and no go line: the baseline's
+		// acquisition updates it on a staging copy, as inspect's does
+		// (inspect says clean), and the proposal carries the update.
+		{"no-go-line", Options{}, ProposalPrepared, func(t *testing.T, r *Report) {
+			if r.Source == nil || r.Source.Updated == nil || !slices.Contains(r.Source.Updated.Files, "go.mod") {
+				t.Errorf("source %+v; want go.mod named as updated", r.Source)
+			}
+			a := r.Attempts[0]
+			if a.Path != "stockade.test/greet" || a.To != "v1.0.1" || a.Proposal == nil || !strings.Contains(a.Proposal.Message, "also updated go.mod") {
+				t.Errorf("attempt %+v; want a proposal of greet v1.0.1 that says go.mod was updated", a)
+			}
+		}},
+		// Without -each the candidates are tried in selection order until
+		// one passes: brk v1.1.0 regresses (with its evidence), greet
+		// v1.1.0 is proposed, nextgo is not tried.
+		{"maintain-each", Options{}, ProposalPrepared, func(t *testing.T, r *Report) {
+			var got []string
+			for _, a := range r.Attempts {
+				got = append(got, a.Path+"@"+a.To+" "+string(a.Outcome))
+			}
+			want := []string{"stockade.test/brk@v1.1.0 regressed", "stockade.test/greet@v1.1.0 proposal_prepared"}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("attempts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if a := r.Attempts[0]; len(a.Introduced) == 0 || a.Evidence == nil || a.Evidence.Tree == "" {
+				t.Errorf("the regressed attempt %+v lacks its findings or evidence", a)
+			}
+			if a := r.Attempts[1]; a.Proposal == nil || !strings.Contains(a.Why, "tried before it did not pass") {
+				t.Errorf("the second attempt %+v; want a proposal saying why it was tried", a)
 			}
 		}},
 		{"maintain-each", Options{Each: true}, ProposalPrepared, func(t *testing.T, r *Report) {

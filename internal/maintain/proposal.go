@@ -49,6 +49,12 @@ func (x *run) message(a *Attempt, post []report.Check) string {
 		}
 		fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, orNone(m.From), orNone(m.To), kind)
 	}
+	if g := a.GoRaised; g != nil {
+		fmt.Fprintf(&b, "\nThe go line moves from %s to %s: %s requires it (go get raises it so).\nThe upgraded tree was validated with %s, which builds go %s.\n", orNone(g.From), g.To, g.RequiredBy, x.img.GoVersion, g.To)
+	}
+	if u := x.updated; u != nil {
+		fmt.Fprintf(&b, "\nThe go command also updated %s to download the modules, as it\ndoes on a developer's machine; both validations and this commit carry it.\n", strings.Join(u.Files, " and "))
+	}
 	b.WriteString("\nValidated by stockade maintain without trusting the repository:\n" +
 		"go list, build, vet and test of the parent commit (before) and of\n" +
 		"this tree (after), each in a fresh container without network.\n")

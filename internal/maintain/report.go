@@ -41,19 +41,20 @@ const (
 	// could not be trusted (timeout, truncation, OOM), or the deadline ran
 	// out: nothing is claimed.
 	ValidationInconclusive Outcome = "validation_inconclusive"
-	// BaselineFailing: the validated commit already fails; no upgrade can
-	// be judged against it.
+	// BaselineFailing: the validated commit already fails (a go.mod that
+	// does not parse included); no upgrade can be judged against it.
 	BaselineFailing Outcome = "baseline_failing"
 	// BaselineInconclusive: the validated commit's validation could not be
 	// trusted.
 	BaselineInconclusive Outcome = "baseline_inconclusive"
-	// Unsupported: the layout is refused (as by inspect), DIR is not the
-	// top of a git checkout, or tracked files have uncommitted changes.
+	// Unsupported: the layout is refused (as by inspect), DIR is not in a
+	// git checkout, or tracked files of the module have uncommitted
+	// changes.
 	Unsupported Outcome = "unsupported"
 )
 
-// Exit codes of `stockade maintain`; 1 is Stockade's own failure, which
-// has no report.
+// Exit codes of `stockade maintain`; 1 is Stockade's own failure (a
+// failure inside an attempt included), which has no report.
 const (
 	ExitProposal     = 0
 	ExitError        = 1
@@ -100,8 +101,9 @@ type Report struct {
 	// Candidates are every newer version of a direct dependency listed;
 	// Eligible says which the policy allows.
 	Candidates []Candidate `json:"candidates"`
-	// Attempts are the candidates tried: one, or with -each every eligible
-	// one, in selection order.
+	// Attempts are the candidates tried, in selection order: until one
+	// prepared a proposal (at most maxTries), or with -each every eligible
+	// one.
 	Attempts []Attempt `json:"attempts"`
 	// ConfigHash binds the outcome to the settings that decide it
 	// (Config.Hash).
@@ -160,6 +162,10 @@ type Attempt struct {
 	Detail string `json:"detail,omitempty"`
 	// Moved lists every requirement the upgrade changed.
 	Moved []Move `json:"moved,omitempty"`
+	// GoRaised, when set, says the upgrade raised the go line, as go get
+	// does when a requirement that moved needs a newer language version:
+	// the upgraded tree was validated with the image's Go, which builds it.
+	GoRaised *GoRaise `json:"go_raised,omitempty"`
 	// Post is the validation of the upgraded tree.
 	Post *Validation `json:"post,omitempty"`
 	// Introduced are the findings the upgraded tree has and the baseline
@@ -173,6 +179,14 @@ type Attempt struct {
 	Proposal        *Proposal      `json:"proposal,omitempty"`
 	Evidence        *Evidence      `json:"evidence,omitempty"`
 	Timings         []report.Phase `json:"timings"`
+}
+
+// GoRaise is a raise of the go line an upgrade requires.
+type GoRaise struct {
+	From string `json:"from,omitempty"` // "" when go.mod had no go line
+	To   string `json:"to"`
+	// RequiredBy is the requirement whose go.mod has the new line.
+	RequiredBy string `json:"required_by"`
 }
 
 // Move is one requirement changed by the upgrade.
@@ -206,10 +220,15 @@ type Evidence struct {
 }
 
 // finish sets the exit code and the outcome of a run whose attempts
-// decide it: inconclusive if any attempt was, else a proposal if any was
-// prepared, else the first attempt's outcome.
-func (r *Report) finish(total int64) {
+// decide it: with each, inconclusive if any attempt was, else a proposal
+// if any was prepared, else the first attempt's outcome; without, the
+// attempts were tries until one passed: a proposal if the last prepared
+// one, else as with each.
+func (r *Report) finish(total int64, each bool) {
 	r.Timings.TotalMS = total
+	if n := len(r.Attempts); r.Outcome == "" && !each && n > 0 && r.Attempts[n-1].Outcome == ProposalPrepared {
+		r.Outcome = ProposalPrepared
+	}
 	if r.Outcome == "" {
 		r.Outcome = NoCandidate
 		for _, a := range r.Attempts {

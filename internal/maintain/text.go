@@ -25,7 +25,14 @@ func WriteText(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "  uncommitted: %s\n", f)
 	}
 	if r.Source != nil && r.Source.Commit != "" {
-		fmt.Fprintf(&b, "  go %s, commit %s\n", r.Go, short(r.Source.Commit))
+		in := ""
+		if r.Source.Subdir != "" {
+			in = ", module in " + r.Source.Subdir + "/"
+		}
+		fmt.Fprintf(&b, "  go %s, commit %s%s\n", r.Go, short(r.Source.Commit), in)
+	}
+	if r.Source != nil && r.Source.Updated != nil {
+		fmt.Fprintf(&b, "  %s needed updating to download the modules, as the go command does at home: the baseline and the proposal carry it\n", strings.Join(r.Source.Updated.Files, " and "))
 	}
 	if im := r.Image; im != nil {
 		fmt.Fprintf(&b, "  image %s (%s, %s)\n", im.Ref, short(strings.TrimPrefix(im.ID, "sha256:")), im.GoVersion)
@@ -73,6 +80,9 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		for _, m := range a.Moved {
 			fmt.Fprintf(&b, "  moved %s %s => %s\n", m.Path, orNone(m.From), orNone(m.To))
+		}
+		if g := a.GoRaised; g != nil {
+			fmt.Fprintf(&b, "  go line %s => %s, required by %s (validated with the image's Go; -keep-go refuses it)\n", orNone(g.From), g.To, g.RequiredBy)
 		}
 		if a.Post != nil {
 			fmt.Fprintf(&b, "  after: %s\n", checksLine(a.Post))

@@ -88,16 +88,20 @@ type Report struct {
 	Go       string  `json:"go,omitempty"`     // the go directive, such as "1.24"
 	Verdict  Verdict `json:"verdict"`
 	ExitCode int     `json:"exit_code"`
-	// Refusal says why the layout is unsupported; set only with Unsupported.
+	// Refusal says why the layout is unsupported; set only with
+	// Unsupported, and with Failing for a go.mod that does not parse
+	// (RefusalMalformedGoMod).
 	Refusal *Refusal `json:"refusal,omitempty"`
 	// Acquisition says why the modules could not be downloaded; set only
 	// with AcquisitionFailed.
 	Acquisition *Acquisition `json:"acquisition,omitempty"`
-	// TimedOut names the phase during which inspect's overall -timeout
-	// ran out, such as "acquire"; the verdict is then Inconclusive.
-	TimedOut string  `json:"timed_out,omitempty"`
-	Source   *Source `json:"source,omitempty"`
-	Image    *Image  `json:"image,omitempty"`
+	// TimedOut names the phase during which time ran out, such as
+	// "acquire"; the verdict is then Inconclusive. TimedOutBy says what
+	// bound it: the -deadline, or the phase's own budget, with its length.
+	TimedOut   string  `json:"timed_out,omitempty"`
+	TimedOutBy string  `json:"timed_out_by,omitempty"`
+	Source     *Source `json:"source,omitempty"`
+	Image      *Image  `json:"image,omitempty"`
 	// Checks are list, build, vet and test, in that order; empty when refused.
 	Checks []Check `json:"checks"`
 	// Candidates are newer versions of direct dependencies.
@@ -116,7 +120,13 @@ type Report struct {
 	Timings Timings  `json:"timings"`
 }
 
-// Refusal is why a layout is not supported yet.
+// RefusalMalformedGoMod is the refusal kind of a go.mod that does not
+// parse. Nothing runs on it, but it is not an unsupported layout: the go
+// command fails on it at home too, so the verdict is Failing.
+const RefusalMalformedGoMod = "malformed_go_mod"
+
+// Refusal is why a layout is not supported yet, or why nothing could run
+// on a go.mod that does not parse (RefusalMalformedGoMod).
 type Refusal struct {
 	Kind   string `json:"kind"`   // stable identifier, such as "workspace" or "vendor"
 	Reason string `json:"reason"` // one sentence for a person
@@ -142,6 +152,10 @@ type Source struct {
 	// "directory" (a directory that is not a git checkout).
 	Kind   string `json:"kind"`
 	Commit string `json:"commit,omitempty"` // full hash, with Kind "commit"
+	// Subdir, with Kind "commit" or "worktree", is the module's directory
+	// below the checkout's top, slash-separated: a module in a
+	// subdirectory of a repository (a monorepo). Absent at the top.
+	Subdir string `json:"subdir,omitempty"`
 	// Uncommitted, with Kind "commit", reports that the working tree
 	// differs from the committed tree that was validated (changed, added
 	// or deleted files git would commit); -worktree validates them.
@@ -219,7 +233,7 @@ type Finding struct {
 	// the kind, package, test, file and normalized message, never from
 	// line numbers, paths or times.
 	Key     string `json:"key"`
-	Kind    string `json:"kind"` // test, test_timeout, package, build, vet, toolchain; missing_c_header, missing_c_library, writes_read_only, needs_network, missing_program
+	Kind    string `json:"kind"` // test, test_timeout, package, build, vet, toolchain; missing_c_header, missing_c_library, writes_read_only, needs_network, missing_program, needs_host_service
 	Package string `json:"package,omitempty"`
 	Test    string `json:"test,omitempty"`
 	File    string `json:"file,omitempty"` // relative to the module root
@@ -269,13 +283,16 @@ func New(dir string) *Report {
 }
 
 // Finish computes the verdict and exit code from the refusal, the failed
-// acquisition, the timeout and the checks, in that order (with a scan, an
-// inconclusive one makes the verdict inconclusive), and sets the total
-// time.
+// acquisition, the timeout and the checks, in that order; with a scan
+// (inspect -vulndb), an inconclusive one makes the verdict inconclusive,
+// and a called vulnerability makes passing checks Vulnerable (exit 3, as
+// stockade scan). It sets the total time.
 func (r *Report) Finish(total time.Duration) {
 	r.Timings.TotalMS = total.Milliseconds()
 	r.Verdict = Clean
 	switch {
+	case r.Refusal != nil && r.Refusal.Kind == RefusalMalformedGoMod:
+		r.Verdict = Failing
 	case r.Refusal != nil:
 		r.Verdict = Unsupported
 	case r.Acquisition != nil:
@@ -296,11 +313,16 @@ func (r *Report) Finish(total time.Duration) {
 		if len(r.Checks) == 0 {
 			r.Verdict = Inconclusive // nothing ran: never claim clean
 		}
-		if r.Vulns != nil && r.Vulns.Status != ScanComplete {
+		switch {
+		case r.Vulns == nil:
+		case r.Vulns.Status != ScanComplete:
 			// inspect -vulndb: a scan was asked for and could not be
-			// concluded. What a complete scan found does not change the
-			// verdict; an incomplete one must not pass for clean.
+			// concluded; it must not pass for clean.
 			r.Verdict = Inconclusive
+		case r.Verdict == Clean && len(r.Vulns.Called()) > 0:
+			// Every check passed and the code calls a vulnerable symbol:
+			// as stockade scan says, exit 3.
+			r.Verdict = Vulnerable
 		}
 	}
 	r.ExitCode = r.Verdict.ExitCode()

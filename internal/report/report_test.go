@@ -30,10 +30,13 @@ func TestFinish(t *testing.T) {
 		{"not run is inconclusive", nil, []Check{check(StatusPass), check(StatusNotRun)}, Inconclusive, 3},
 		{"nothing ran is never clean", nil, nil, Inconclusive, 3},
 		{"refused", &Refusal{Kind: "vendor", Reason: "r"}, nil, Unsupported, 2},
+		{"malformed go.mod", &Refusal{Kind: RefusalMalformedGoMod, Reason: "r"}, nil, Failing, 3},
 		{"acquisition failed", nil, nil, AcquisitionFailed, 4},
 		{"timed out after passing checks", nil, []Check{check(StatusPass)}, Inconclusive, 3},
 		{"inconclusive scan after passing checks", nil, []Check{check(StatusPass)}, Inconclusive, 3},
-		{"complete scan with a called vulnerability after passing checks", nil, []Check{check(StatusPass)}, Clean, 0},
+		{"complete scan with a called vulnerability after passing checks", nil, []Check{check(StatusPass)}, Vulnerable, 3},
+		{"complete scan with a called vulnerability after a failing check", nil, []Check{check(StatusFail)}, Failing, 3},
+		{"complete scan with an imported vulnerability after passing checks", nil, []Check{check(StatusPass)}, Clean, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New("/d")
@@ -45,8 +48,10 @@ func TestFinish(t *testing.T) {
 				r.TimedOut = "candidates"
 			case "inconclusive scan after passing checks":
 				r.Vulns = &VulnScan{Status: ScanInconclusive, Reasons: []string{"output truncated"}}
-			case "complete scan with a called vulnerability after passing checks":
+			case "complete scan with a called vulnerability after passing checks", "complete scan with a called vulnerability after a failing check":
 				r.Vulns = &VulnScan{Status: ScanComplete, Vulns: []Vuln{{ID: "GO-2099-0001", Level: LevelCalled}}}
+			case "complete scan with an imported vulnerability after passing checks":
+				r.Vulns = &VulnScan{Status: ScanComplete, Vulns: []Vuln{{ID: "GO-2099-0002", Level: LevelImported}}}
 			}
 			r.Checks = append(r.Checks, tc.checks...)
 			r.Finish(time.Second)
@@ -107,8 +112,8 @@ func TestGolden(t *testing.T) {
 			r := New("/x")
 			r.Module, r.Go = "example.com/m", "1.24"
 			r.Source = &Source{Kind: "directory"}
-			r.TimedOut = "acquire"
-			r.CandidatesError = "-timeout ran out"
+			r.TimedOut, r.TimedOutBy = "acquire", "the acquisition's budget (10m0s)"
+			r.CandidatesError = "the -deadline ran out first"
 			r.Finish(3 * time.Millisecond)
 			return r
 		}()},

@@ -39,7 +39,11 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 	}
 	if r.TimedOut != "" {
-		fmt.Fprintf(&b, "  timed out: -timeout ran out during %s\n", r.TimedOut)
+		by := r.TimedOutBy
+		if by == "" {
+			by = "the time"
+		}
+		fmt.Fprintf(&b, "  timed out: %s ran out during %s\n", by, r.TimedOut)
 	}
 	if r.Go != "" {
 		fmt.Fprintf(&b, "  go %s", r.Go)
@@ -49,7 +53,7 @@ func WriteText(w io.Writer, r *Report) error {
 		b.WriteString("\n")
 	}
 	if r.Source != nil && r.Source.Updated != nil {
-		fmt.Fprintf(&b, "  %s needed updating: the go command changed it to download the modules, as it would on your machine: the validated tree has the update, the repository is unchanged\n", strings.Join(r.Source.Updated.Files, " and "))
+		fmt.Fprintf(&b, "  %s needed updating: the go command changed it to download and load the modules, as go mod download and go test -mod=mod do on your machine: the validated tree has the update, the repository is unchanged\n", strings.Join(r.Source.Updated.Files, " and "))
 	}
 	if r.Source != nil && r.Source.Uncommitted {
 		b.WriteString("  uncommitted changes in the working tree were not validated (-worktree validates them)\n")
@@ -146,15 +150,19 @@ func WriteText(w io.Writer, r *Report) error {
 }
 
 func sourceText(s *Source) string {
+	in := ""
+	if s.Subdir != "" {
+		in = " of " + s.Subdir + "/"
+	}
 	switch s.Kind {
 	case "commit":
 		c := s.Commit
 		if len(c) > 12 {
 			c = c[:12]
 		}
-		return "committed tree at " + c
+		return "committed tree" + in + " at " + c
 	case "worktree":
-		return "working tree (uncommitted changes included)"
+		return "working tree" + in + " (uncommitted changes included)"
 	}
 	return "directory (not a git checkout)"
 }

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// Vulnerable is the verdict of `stockade scan` when a called vulnerability
-// was found: the module's code reaches a vulnerable symbol.
+// Vulnerable is the verdict of `stockade scan`, and of `stockade inspect
+// -vulndb` whose checks all passed, when a called vulnerability was found:
+// the module's code reaches a vulnerable symbol. Its exit code is 3.
 const Vulnerable Verdict = "vulnerable"
 
 // Level is how far a vulnerability reaches the module, strongest first.
@@ -160,12 +161,14 @@ func (s *VulnScan) Called() []Vuln {
 }
 
 // FinishScan computes the verdict of `stockade scan` (r.Vulns set, no
-// checks): unsupported, acquisition failed and a deadline that ran out as
-// Finish does; then an inconclusive or missing scan is Inconclusive, a
+// checks): a go.mod that does not parse, unsupported, acquisition failed
+// and a deadline that ran out as Finish does; then an inconclusive or missing scan is Inconclusive, a
 // called vulnerability Vulnerable (exit 3), and anything else Clean.
 func (r *Report) FinishScan(total time.Duration) {
 	r.Timings.TotalMS = total.Milliseconds()
 	switch {
+	case r.Refusal != nil && r.Refusal.Kind == RefusalMalformedGoMod:
+		r.Verdict = Failing // the scanner, as the go command, cannot load it
 	case r.Refusal != nil:
 		r.Verdict = Unsupported
 	case r.Acquisition != nil:

@@ -191,7 +191,7 @@ func stockadeEntry(e fs.DirEntry) bool {
 		return e.Type().IsRegular()
 	case e.Name() == "seeds":
 		return e.IsDir()
-	case strings.HasPrefix(e.Name(), runPrefix+"-"):
+	case strings.HasPrefix(e.Name(), runPrefix+"-"), strings.HasPrefix(e.Name(), scratchPrefix+"-"):
 		return e.IsDir()
 	}
 	return false

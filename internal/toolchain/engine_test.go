@@ -224,6 +224,32 @@ func TestExecute_NoNetwork(t *testing.T) {
 	}
 }
 
+// TestExecute_Loopback: execute has no network, but loopback works as on
+// a host: localhost resolves, and listeners on 127.0.0.1, ::1, 0.0.0.0
+// and the unspecified address are reached through it and the literal
+// addresses (tests of published modules dial httptest servers so).
+func TestExecute_Loopback(t *testing.T) {
+	t.Parallel()
+	eng := enginetest.Client(t)
+	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	src := t.TempDir()
+	b, err := os.ReadFile(netHelper(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(src, "nethelper"), string(b), 0o755)
+	snap, err := r.Snapshot(context.Background(), src, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := r.NewBuildCache()
+	mustProbe(t, r)
+	res := mustRun(t, r, Job{Profile: Execute, Source: snap.Dir, BuildCache: bc, Cmd: []string{"/src/nethelper", "loopback"}})
+	if res.ExitCode != 0 {
+		t.Errorf("loopback in execute (exit %d):\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
 func netDevs(procNetDev string) []string {
 	var devs []string
 	for _, l := range strings.Split(procNetDev, "\n") {

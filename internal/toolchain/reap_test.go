@@ -73,3 +73,50 @@ func TestReapRuns(t *testing.T) {
 		t.Errorf("run-x of an unmarked directory removed: %v", err)
 	}
 }
+
+// TestScratch: a scratch directory lives in the data directory; ReapRuns
+// leaves one in use (its lock held) and removes one whose process died
+// (its lock free); Close removes it.
+func TestScratch(t *testing.T) {
+	ctx := context.Background()
+	data := filepath.Join(t.TempDir(), "data")
+	live, err := NewScratch(data, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := PrepareDataDir(data)
+	if filepath.Dir(filepath.Dir(live.Dir)) != dir {
+		t.Fatalf("scratch %s is not in the data directory %s", live.Dir, dir)
+	}
+	write(t, filepath.Join(live.Dir, "tree", "go.mod"), "module m\n", 0o644)
+	dead, err := NewScratch(data, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadRoot := filepath.Dir(dead.Dir)
+	dead.lock.Unlock() // as the kernel does when the process dies
+	lock, err := LockDataDir(ctx, dir, 0, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := ReapRuns(ctx, nil, lock, "")
+	lock.Unlock()
+	if err != nil || n != 1 {
+		t.Errorf("ReapRuns = %d, %v; want the dead scratch removed", n, err)
+	}
+	if _, err := os.Stat(deadRoot); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead scratch is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(live.Dir, "tree", "go.mod")); err != nil {
+		t.Errorf("the live scratch lost its files: %v", err)
+	}
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(live.Dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Close left %s: %v", live.Dir, err)
+	}
+	if err := live.Close(); err != nil {
+		t.Errorf("a second Close = %v", err)
+	}
+}

@@ -244,7 +244,50 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 		}
 		*f = dst
 	}
+	if r.cfg.Access.credentials() {
+		if r.cfg.AuthCopy, err = r.copyAuth(r.cfg.Access); err != nil {
+			return fail(err)
+		}
+	}
 	return r, nil
+}
+
+// maxAuthFile bounds a credential file Open copies, in bytes.
+const maxAuthFile = 16 << 20
+
+// copyAuth copies a's credential files into a directory of the run laid
+// out as AuthDir: netrc, helper (executable), ca/ca.pem. The data
+// directory (0700) keeps other host users away from them; the run's
+// Close removes them, and a crashed run's are removed with its directory.
+func (r *Runner) copyAuth(a ModuleAccess) (string, error) {
+	dst, err := r.mkdir("auth", kindImport)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range []struct {
+		src, name string
+		mode      os.FileMode
+	}{{a.Netrc, "netrc", 0o644}, {a.AuthHelper, "helper", 0o755}, {a.ProxyCA, "ca/ca.pem", 0o644}} {
+		if f.src == "" {
+			continue
+		}
+		b, err := readRegular(f.src, maxAuthFile)
+		if err != nil {
+			return "", fmt.Errorf("%w: credentials: %v", ErrInvalidConfig, err)
+		}
+		p := filepath.Join(dst, filepath.FromSlash(f.name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", fmt.Errorf("toolchain: %w", err)
+		}
+		// The container user reads them: not the host user.
+		if err := os.WriteFile(p, b, f.mode); err != nil {
+			return "", fmt.Errorf("toolchain: %w", err)
+		}
+		if err := os.Chmod(p, f.mode); err != nil {
+			return "", fmt.Errorf("toolchain: %w", err)
+		}
+	}
+	return dst, nil
 }
 
 // Config returns the run's configuration as containers get it: identity
@@ -509,9 +552,10 @@ func (r *Runner) Close(ctx context.Context) error {
 }
 
 // removeStaleRuns removes the run directories of crashed runs (ReapRuns)
-// and returns how many: those whose RunLockFile no one holds. Call it
-// with the data directory's lock held, so no run is between making its
-// directory and taking its lock.
+// and the scratch directories of processes that died (Scratch), and
+// returns how many: those whose lock file (RunLockFile) no one holds.
+// Call it with the data directory's lock held, so no run is between
+// making its directory and taking its lock.
 func (r *Runner) removeStaleRuns(ctx context.Context) (int, error) {
 	ents, err := os.ReadDir(r.dataDir)
 	if err != nil {
@@ -521,12 +565,12 @@ func (r *Runner) removeStaleRuns(ctx context.Context) (int, error) {
 	for _, e := range ents {
 		// DirEntry's type is Lstat's: a symlink named run-x is not
 		// followed, and is left alone.
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), runPrefix+"-") {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), runPrefix+"-") && !strings.HasPrefix(e.Name(), scratchPrefix+"-") {
 			continue
 		}
 		dir := filepath.Join(r.dataDir, e.Name())
 		if live, err := lockfile.Held(filepath.Join(dir, RunLockFile)); err != nil || live {
-			continue // a live run's, this one's among them
+			continue // a live run's (this one's among them) or scratch
 		}
 		if err := r.removeAll(ctx, dir); err != nil {
 			return n, err

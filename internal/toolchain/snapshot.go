@@ -28,8 +28,18 @@ const (
 )
 
 // ErrSnapshot reports a source that could not be snapshotted: missing,
-// too large, a git checkout without a commit, or an unsafe path in it.
+// too large, a git checkout without a commit, unreadable, changing while
+// it is copied. It is a problem of the input, not of Stockade: a failure
+// to write the snapshot (the data directory) does not match it.
 var ErrSnapshot = errors.New("toolchain: cannot snapshot source")
+
+// ErrNoCommit reports a git checkout whose HEAD names no commit: there is
+// no committed tree to take. It comes with ErrSnapshot.
+var ErrNoCommit = errors.New("git checkout without a commit: commit first, or take the working tree")
+
+// ours wraps a failure to write or read the snapshot itself (the run's
+// directory): Stockade's, not the source's.
+func ours(err error) error { return fmt.Errorf("toolchain: snapshot: %w", err) }
 
 // ErrTooLarge reports a source past MaxSnapshotFiles or MaxSnapshotBytes;
 // it comes with ErrSnapshot.
@@ -45,10 +55,18 @@ type SnapshotOptions struct {
 
 // Snapshot is a read-only copy of a source directory in the run directory.
 type Snapshot struct {
-	Dir      string // host directory; pass it as Job.Source
-	Git      bool   // the source is the top of a git checkout
-	Commit   string // HEAD's commit ID when Git
-	Worktree bool   // the working tree was taken, not HEAD
+	Dir    string // host directory; pass it as Job.Source
+	Git    bool   // the source is in a git checkout: its top, or a directory below it
+	Commit string // HEAD's commit ID when Git
+	// Subdir is, when Git, the source's directory below the checkout's
+	// top, slash-separated ("" at the top): a module in a subdirectory
+	// of a repository (a monorepo).
+	Subdir string
+	// Submodules are the gitlinks (submodules) the committed tree holds
+	// below the source, slash paths relative to it: their content is not
+	// in the repository, and the snapshot has none of it.
+	Submodules []string
+	Worktree   bool // the working tree was taken, not HEAD
 	// Uncommitted reports, when the committed tree was taken, that the
 	// working tree differs from it (changed, added or deleted files that
 	// git would commit; ignored files do not count): what was validated
@@ -68,12 +86,13 @@ func (r *Runner) Snapshot(ctx context.Context, src string, o SnapshotOptions) (S
 	return SnapshotTo(ctx, src, dst, o)
 }
 
-// SnapshotTo copies src into dst, an empty directory. When src is the top
-// directory of a git checkout it takes HEAD's committed tree (read from the
-// object database, so no filter, hook or fsmonitor the repository
-// configures runs) and reports whether the working tree differs from it,
-// or with o.Worktree the working tree's tracked and untracked files;
-// otherwise it copies the directory. The user's directory is only read.
+// SnapshotTo copies src into dst, an empty directory. When src is in a git
+// checkout (its top, or a directory below it: Subdir) it takes the tree of
+// src in HEAD's commit (read from the object database, so no filter, hook
+// or fsmonitor the repository configures runs) and reports whether the
+// working tree differs from it, or with o.Worktree the working tree's
+// tracked and untracked files below src; otherwise it copies the
+// directory. The user's directory is only read.
 // Symlinks are copied as symlinks, never followed; special files and .git
 // directories are skipped; file modes become 0644 or 0755, directories
 // 0755.
@@ -88,17 +107,18 @@ func SnapshotTo(ctx context.Context, src, dst string, o SnapshotOptions) (Snapsh
 	s := Snapshot{Dir: dst}
 	w := &treeWriter{}
 	if w.root, err = os.OpenRoot(dst); err != nil {
-		return s, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return s, ours(err)
 	}
 	defer w.root.Close()
-	if IsGitCheckout(ctx, abs) {
-		s.Git, s.Worktree = true, o.Worktree
-		if s.Commit, err = gitHead(ctx, abs); err != nil {
+	if top, sub, ok := GitWorkTree(ctx, abs); ok {
+		s.Git, s.Worktree, s.Subdir = true, o.Worktree, sub
+		// The working tree needs no commit: a new repository has none.
+		if s.Commit, err = gitHead(ctx, abs); err != nil && !(o.Worktree && errors.Is(err, ErrNoCommit)) {
 			return s, err
 		}
 		if o.Worktree {
 			err = copyWorktree(ctx, abs, w)
-		} else if err = copyCommit(ctx, abs, s.Commit, w); err == nil {
+		} else if s.Submodules, err = copyCommit(ctx, top, s.Commit, sub, w); err == nil {
 			s.Uncommitted, err = worktreeDiffers(ctx, abs, w.root)
 		}
 	} else {
@@ -250,7 +270,7 @@ func (w *treeWriter) count(size int64) error {
 func (w *treeWriter) parent(name string) error {
 	if d := path.Dir(name); d != "." {
 		if err := w.root.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("%w: %v", ErrSnapshot, err)
+			return ours(err)
 		}
 	}
 	return nil
@@ -261,7 +281,7 @@ func (w *treeWriter) dir(name string) error {
 		return err
 	}
 	if err := w.root.MkdirAll(name, 0o755); err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return ours(err)
 	}
 	return w.root.Chmod(name, 0o755)
 }
@@ -279,17 +299,17 @@ func (w *treeWriter) file(name string, exe bool, size int64, r io.Reader) error 
 	}
 	f, err := w.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return ours(err)
 	}
 	n, err := io.Copy(f, io.LimitReader(r, size))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && n != size {
-		err = fmt.Errorf("%s: read %d of %d bytes", name, n, size)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+	switch {
+	case err != nil:
+		return ours(err)
+	case n != size:
+		return fmt.Errorf("%w: %s: read %d of %d bytes: it changed while copied", ErrSnapshot, name, n, size)
 	}
 	w.files++
 	return w.root.Chmod(name, mode)
@@ -303,7 +323,7 @@ func (w *treeWriter) symlink(name, target string) error {
 		return err
 	}
 	if err := w.root.Symlink(target, name); err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return ours(err)
 	}
 	return nil
 }
@@ -377,38 +397,61 @@ func gitOut(ctx context.Context, dir string, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// GitWorkTree reports whether dir is in a git work tree, whose committed
+// tree SnapshotTo takes: top is the work tree's top directory and sub
+// dir's path below it, slash-separated, "" when dir is the top. A
+// directory inside .git is in none. git looks for the repository upwards
+// from dir as it always does (GIT_CEILING_DIRECTORIES stops it).
+func GitWorkTree(ctx context.Context, dir string) (top, sub string, ok bool) {
+	out, err := gitOut(ctx, dir, "rev-parse", "--is-inside-work-tree", "--show-toplevel", "--show-prefix")
+	if err != nil {
+		return "", "", false
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 || lines[0] != "true" {
+		return "", "", false
+	}
+	top, err = filepath.EvalSymlinks(lines[1])
+	if err != nil {
+		return "", "", false
+	}
+	sub = strings.TrimSuffix(lines[2], "/")
+	if c, ok := safeRel(sub); sub != "" && (!ok || c != sub) {
+		return "", "", false
+	}
+	return top, sub, true
+}
+
 // IsGitCheckout reports whether dir is the top directory of a git work
-// tree, whose committed tree SnapshotTo takes.
+// tree.
 func IsGitCheckout(ctx context.Context, dir string) bool {
-	if _, err := os.Lstat(filepath.Join(dir, ".git")); err != nil {
-		return false
-	}
-	out, err := gitOut(ctx, dir, "rev-parse", "--show-toplevel")
-	if err != nil {
-		return false
-	}
-	top, err := filepath.EvalSymlinks(strings.TrimSpace(out))
-	if err != nil {
-		return false
-	}
-	d, err := filepath.EvalSymlinks(dir)
-	return err == nil && top == d
+	_, sub, ok := GitWorkTree(ctx, dir)
+	return ok && sub == ""
 }
 
 func gitHead(ctx context.Context, dir string) (string, error) {
 	out, err := gitOut(ctx, dir, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
-		return "", fmt.Errorf("%w: git checkout without a commit: %v", ErrSnapshot, err)
+		return "", fmt.Errorf("%w: %w: %v", ErrSnapshot, ErrNoCommit, err)
 	}
 	return strings.TrimSpace(out), nil
 }
 
-// copyCommit writes the tree of commit: ls-tree lists it, cat-file --batch
-// streams the blobs raw (no smudge filters, no export-subst).
-func copyCommit(ctx context.Context, dir, commit string, w *treeWriter) error {
-	list, err := gitOut(ctx, dir, "ls-tree", "-r", "-t", "-z", "--full-tree", "-l", commit)
+// copyCommit writes the tree of the directory sub ("" the top) in commit
+// of the checkout at dir, its top: ls-tree lists it, cat-file --batch
+// streams the blobs raw (no smudge filters, no export-subst). It returns
+// the gitlinks (submodules) it skipped.
+func copyCommit(ctx context.Context, dir, commit, sub string, w *treeWriter) (gitlinks []string, err error) {
+	treeish := commit
+	if sub != "" {
+		treeish = commit + ":" + sub
+	}
+	list, err := gitOut(ctx, dir, "ls-tree", "-r", "-t", "-z", "--full-tree", "-l", treeish)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSnapshot, err)
+		if sub != "" {
+			return nil, fmt.Errorf("%w: %s is not a directory of commit %s (committed?): %v", ErrSnapshot, sub, commit, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
 	type entry struct {
 		mode, oid, name string
@@ -422,7 +465,7 @@ func copyCommit(ctx context.Context, dir, commit string, w *treeWriter) error {
 		meta, name, ok := strings.Cut(rec, "\t")
 		f := strings.Fields(meta)
 		if !ok || len(f) != 4 {
-			return fmt.Errorf("%w: unexpected ls-tree line %q", ErrSnapshot, rec)
+			return nil, fmt.Errorf("%w: unexpected ls-tree line %q", ErrSnapshot, rec)
 		}
 		clean, safe := safeRel(name)
 		if !safe {
@@ -431,19 +474,21 @@ func copyCommit(ctx context.Context, dir, commit string, w *treeWriter) error {
 		switch f[1] {
 		case "tree":
 			if err := w.dir(clean); err != nil {
-				return err
+				return nil, err
 			}
 		case "blob":
 			size, err := strconv.ParseInt(f[3], 10, 64)
 			if err != nil {
-				return fmt.Errorf("%w: size in %q", ErrSnapshot, rec)
+				return nil, fmt.Errorf("%w: size in %q", ErrSnapshot, rec)
 			}
 			blobs = append(blobs, entry{f[0], f[2], clean, size})
+		case "commit":
+			// A submodule: its content is not in this repository.
+			gitlinks = append(gitlinks, clean)
 		}
-		// "commit" is a submodule: its content is not in this repository.
 	}
 	if len(blobs) == 0 {
-		return nil
+		return gitlinks, nil
 	}
 	var in bytes.Buffer
 	for _, b := range blobs {
@@ -496,7 +541,7 @@ func copyCommit(ctx context.Context, dir, commit string, w *treeWriter) error {
 	if err := <-done; rerr == nil && err != nil {
 		rerr = fmt.Errorf("%w: %v", ErrSnapshot, err)
 	}
-	return rerr
+	return gitlinks, rerr
 }
 
 func gitStdin(ctx context.Context, dir string, stdin io.Reader, stdout io.Writer, args ...string) error {
@@ -589,7 +634,7 @@ func worktreeDiffers(ctx context.Context, dir string, snap *os.Root) (bool, erro
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return false, ours(err)
 	}
 	return differs, nil
 }
@@ -602,7 +647,7 @@ func sameEntry(src, snap *os.Root, name string, fi fs.FileInfo) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return false, ours(err)
 	}
 	switch {
 	case fi.Mode().Type() != si.Mode().Type():
@@ -628,7 +673,7 @@ func sameContent(a, b *os.Root, name string) (bool, error) {
 	defer fa.Close()
 	fb, err := b.Open(name)
 	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrSnapshot, err)
+		return false, ours(err)
 	}
 	defer fb.Close()
 	ba, bb := make([]byte, 64<<10), make([]byte, 64<<10)
@@ -645,7 +690,7 @@ func sameContent(a, b *os.Root, name string) (bool, error) {
 			return false, fmt.Errorf("%w: %v", ErrSnapshot, ea)
 		}
 		if eb != nil {
-			return false, fmt.Errorf("%w: %v", ErrSnapshot, eb)
+			return false, ours(eb)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -267,5 +268,83 @@ func TestSnapshot_Uncommitted(t *testing.T) {
 				t.Errorf("worktree snapshot: Uncommitted %v, %v; want false: the working tree is what is validated", w.Uncommitted, err)
 			}
 		})
+	}
+}
+
+// TestSnapshot_InputErrors: what is wrong with the source matches
+// ErrSnapshot (a checkout without a commit also ErrNoCommit; its working
+// tree can still be taken); a failure to write the snapshot does not: it
+// is Stockade's.
+func TestSnapshot_InputErrors(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	run(t, dir, "git", "init", "-q")
+	write(t, filepath.Join(dir, "go.mod"), "module m\n", 0o644)
+	_, err := SnapshotTo(ctx, dir, t.TempDir(), SnapshotOptions{})
+	if !errors.Is(err, ErrSnapshot) || !errors.Is(err, ErrNoCommit) {
+		t.Errorf("committed tree of a checkout without a commit: %v; want ErrSnapshot and ErrNoCommit", err)
+	}
+	dst := t.TempDir()
+	s, err := SnapshotTo(ctx, dir, dst, SnapshotOptions{Worktree: true})
+	if err != nil || !s.Git || s.Commit != "" || !slices.Equal(tree(t, dst), []string{"go.mod -rw-r--r-- module m\n"}) {
+		t.Errorf("working tree of a checkout without a commit: %+v, %v, %q; want go.mod, no commit", s, err, tree(t, dst))
+	}
+	if _, err := SnapshotTo(ctx, filepath.Join(dir, "missing"), t.TempDir(), SnapshotOptions{}); !errors.Is(err, ErrSnapshot) {
+		t.Errorf("a missing source: %v; want ErrSnapshot", err)
+	}
+	// The destination is a file: the snapshot cannot be written.
+	file := filepath.Join(t.TempDir(), "file")
+	write(t, file, "x", 0o644)
+	if _, err := SnapshotTo(ctx, t.TempDir(), file, SnapshotOptions{}); err == nil || errors.Is(err, ErrSnapshot) {
+		t.Errorf("an unwritable destination: %v; want an error that is not ErrSnapshot", err)
+	}
+}
+
+// TestSnapshot_Subdirectory: a directory below a checkout's top (a module
+// of a monorepo) is snapshotted as its tree in HEAD's commit, as the top
+// is: uncommitted changes below it are left out and reported, the rest of
+// the repository is not copied, gitlinks below it are named; -worktree
+// takes its working tree; a directory the commit lacks cannot be had.
+func TestSnapshot_Subdirectory(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	run(t, dir, "git", "init", "-q")
+	write(t, filepath.Join(dir, "README"), "top\n", 0o644)
+	write(t, filepath.Join(dir, "svc", "go.mod"), "module m\n", 0o644)
+	write(t, filepath.Join(dir, "svc", "a.go"), "package m // committed\n", 0o644)
+	write(t, filepath.Join(dir, "other", "go.mod"), "module o\n", 0o644)
+	run(t, dir, "git", "add", ".")
+	run(t, dir, "git", "update-index", "--add", "--cacheinfo", "160000,0123456789abcdef0123456789abcdef01234567,svc/lib")
+	run(t, dir, "git", "commit", "-q", "-m", "c")
+	write(t, filepath.Join(dir, "svc", "a.go"), "package m // changed\n", 0o644)
+	write(t, filepath.Join(dir, "new", "go.mod"), "module n\n", 0o644)
+
+	dst := t.TempDir()
+	s, err := SnapshotTo(ctx, filepath.Join(dir, "svc"), dst, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a.go -rw-r--r-- package m // committed\n", "go.mod -rw-r--r-- module m\n"}
+	if got := tree(t, dst); !slices.Equal(got, want) || !s.Git || s.Subdir != "svc" || len(s.Commit) != 40 || !s.Uncommitted || !slices.Equal(s.Submodules, []string{"lib"}) {
+		t.Errorf("snapshot %+v of svc: %q; want the committed svc (%q), uncommitted, gitlink lib", s, got, want)
+	}
+	dst = t.TempDir()
+	if s, err := SnapshotTo(ctx, filepath.Join(dir, "svc"), dst, SnapshotOptions{Worktree: true}); err != nil || s.Subdir != "svc" || !slices.Contains(tree(t, dst), "a.go -rw-r--r-- package m // changed\n") {
+		t.Errorf("working tree of svc: %+v, %v, %q; want the changed a.go", s, err, tree(t, dst))
+	}
+	if _, err := SnapshotTo(ctx, filepath.Join(dir, "new"), t.TempDir(), SnapshotOptions{}); !errors.Is(err, ErrSnapshot) {
+		t.Errorf("a directory the commit lacks: %v; want ErrSnapshot", err)
+	}
+	if top, sub, ok := GitWorkTree(ctx, filepath.Join(dir, "svc")); !ok || sub != "svc" || top != dir && !strings.HasSuffix(top, filepath.Base(dir)) {
+		t.Errorf("GitWorkTree(svc) = %q, %q, %v; want the top and svc", top, sub, ok)
+	}
+	if IsGitCheckout(ctx, filepath.Join(dir, "svc")) || !IsGitCheckout(ctx, dir) {
+		t.Error("IsGitCheckout is true for the top only")
 	}
 }

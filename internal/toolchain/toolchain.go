@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -79,7 +80,11 @@ const (
 	ToolsDir        = "/tools"         // Tool: GOBIN, writable; Execute: scanner, read-only
 	VulnDBDir       = "/vulndb"        // Execute with a scan: vulnerability database, read-only
 	FixtureProxyDir = "/fixture-proxy" // a GOPROXY file-layout directory, read-only
-	TmpDir          = "/tmp"           // exec-enabled tmpfs; HOME and TMPDIR
+	// AuthDir is where Acquire and Mutate see the run's copy of the
+	// credentials of ModuleAccess, read-only: netrc, helper, ca/ca.pem.
+	// Execute and Tool never mount it.
+	AuthDir = "/stockade-auth"
+	TmpDir  = "/tmp" // exec-enabled tmpfs; HOME and TMPDIR
 	// PathEnv is the PATH every container gets; the images put Go at
 	// /usr/local/go and busybox in /bin.
 	PathEnv = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
@@ -204,6 +209,9 @@ type Config struct {
 	// refuses every private destination. Loopback, link-local (cloud
 	// metadata) and unspecified destinations are refused whatever it says.
 	GateAllowPrivate []netip.Prefix
+	// Access is how acquisition reaches private modules; the zero value
+	// is public modules only.
+	Access ModuleAccess
 
 	// Owner, RunID and DataDirID label every container (label.Owner,
 	// label.Run, label.DataDir). A Runner sets them; NewSpec requires them.
@@ -212,6 +220,67 @@ type Config struct {
 	// mounted read-only over it in every profile. A Runner sets it; empty
 	// means the image's own.
 	GoRoot string
+	// AuthCopy is the run's copy of Access's credential files, mounted at
+	// AuthDir in Acquire and Mutate. A Runner sets it; NewSpec refuses
+	// credentials without it.
+	AuthCopy string
+}
+
+// ModuleAccess is how acquisition reaches modules that are not public, as
+// Go users configure the go command for them: private module patterns,
+// and credentials for the module proxy that serves them. Every module is
+// still fetched through Config.Proxy only, and through the run's egress
+// gate. The credentials reach the profiles that fetch (Acquire, Mutate),
+// never Execute, where the repository's code runs, nor Tool.
+type ModuleAccess struct {
+	// Private is GOPRIVATE: comma-separated module path patterns (globs,
+	// as the go command matches them) of private modules, which the
+	// checksum database is not asked about. GONOPROXY is then "none":
+	// Stockade never fetches direct, so private modules come from the
+	// proxy too. Empty means none.
+	Private string
+	// NoSumDB is GONOSUMDB: more patterns the checksum database is not
+	// asked about. Empty means only Private's.
+	NoSumDB string
+	// Netrc is a host netrc file with the proxy's credentials (NETRC,
+	// GOAUTH=netrc); empty means none. The go command sends them over
+	// HTTPS only.
+	Netrc string
+	// AuthHelper is a host program the go command runs in Acquire and
+	// Mutate for the proxy's credentials (GOAUTH=command, Go 1.24 and
+	// later): it must run there (a static binary, or a script busybox's
+	// sh runs). Empty means none.
+	AuthHelper string
+	// ProxyCA is a host file of PEM certificates acquisition trusts
+	// besides the image's (SSL_CERT_DIR), for a proxy with a private CA.
+	// Empty means none.
+	ProxyCA string
+}
+
+// credentials reports whether a carries credential files.
+func (a ModuleAccess) credentials() bool {
+	return a.Netrc != "" || a.AuthHelper != "" || a.ProxyCA != ""
+}
+
+// Validate refuses patterns the go command could misread and files that
+// are not absolute clean paths.
+func (a ModuleAccess) Validate() error {
+	for f, v := range map[string]string{"Access.Private": a.Private, "Access.NoSumDB": a.NoSumDB} {
+		if strings.ContainsAny(v, " \t\n\r\x00") {
+			return configErr(f, "%q has whitespace or control characters", v)
+		}
+		for _, p := range strings.Split(v, ",") {
+			if _, err := path.Match(p, ""); err != nil || v != "" && p == "" {
+				return configErr(f, "%q is not a list of module path patterns", v)
+			}
+		}
+	}
+	for f, p := range map[string]string{"Access.Netrc": a.Netrc, "Access.AuthHelper": a.AuthHelper, "Access.ProxyCA": a.ProxyCA} {
+		if p != "" && !cleanAbs(p) {
+			return configErr(f, "%q is not an absolute clean path", p)
+		}
+	}
+	return nil
 }
 
 // Validate refuses a configuration that is malformed or would weaken a
@@ -220,9 +289,15 @@ func (c Config) Validate() error {
 	if c.Image == "" {
 		return configErr("Image", "no toolchain image")
 	}
+	if err := c.Access.Validate(); err != nil {
+		return err
+	}
 	if c.FixtureProxy != "" {
 		if !cleanAbs(c.FixtureProxy) {
 			return configErr("FixtureProxy", "%q is not an absolute clean path", c.FixtureProxy)
+		}
+		if c.Access.credentials() {
+			return configErr("Access", "a fixture proxy is a directory: it takes no credentials")
 		}
 		if c.Proxy != "" {
 			return configErr("Proxy", "a fixture proxy replaces the configured proxy; set one, not both")
@@ -284,7 +359,7 @@ func checkProxy(p string) error {
 			return configErr("Proxy", "%q is not an http(s) proxy URL (use FixtureProxy for a directory)", e)
 		}
 		if u.User != nil {
-			return configErr("Proxy", "%q carries credentials; containers get none", e)
+			return configErr("Proxy", "%q carries credentials, which every profile's GOPROXY would show; give them in a netrc file (ModuleAccess.Netrc)", e)
 		}
 	}
 	if strings.ContainsAny(p, " \t\n\x00") {
@@ -394,11 +469,36 @@ func Env(p Profile, cfg Config) map[string]string {
 		"GOFLAGS":     "-mod=mod",
 		"GOTOOLCHAIN": "local",
 		"GOPRIVATE":   "",
+		"GOAUTH":      "off",
 		"GOMODCACHE":  ModCacheDir,
 		"GOCACHE":     BuildCacheDir,
 		"HOME":        TmpDir,
 		"TMPDIR":      TmpDir,
 		"PATH":        PathEnv,
+	}
+	if p != Tool {
+		// The module's own configuration; Tool builds public tools.
+		env["GOPRIVATE"], env["GONOSUMDB"] = cfg.Access.Private, cfg.Access.NoSumDB
+		if cfg.Access.Private != "" {
+			env["GONOPROXY"] = "none" // private modules from the proxy too: never direct
+		}
+	}
+	if (p == Acquire || p == Mutate) && cfg.Access.credentials() {
+		// Only the profiles that fetch see the credentials (AuthDir).
+		var auth []string
+		if cfg.Access.Netrc != "" {
+			env["NETRC"] = AuthDir + "/netrc"
+			auth = append(auth, "netrc")
+		}
+		if cfg.Access.AuthHelper != "" {
+			auth = append(auth, AuthDir+"/helper") // a command: its own path
+		}
+		if len(auth) > 0 {
+			env["GOAUTH"] = strings.Join(auth, ";")
+		}
+		if cfg.Access.ProxyCA != "" {
+			env["SSL_CERT_DIR"] = AuthDir + "/ca" // besides the image's bundle
+		}
 	}
 	switch {
 	case p == Tool:
@@ -437,6 +537,9 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 	if err := checkJob(cfg, job); err != nil {
 		return container.Spec{}, err
 	}
+	if cfg.Access.credentials() && cfg.AuthCopy == "" {
+		return container.Spec{}, configErr("Access", "credentials reach the containers only as a Runner's copy (AuthCopy)")
+	}
 	_, networked := GatePolicy(job.Profile, cfg)
 	if networked && job.gateNet == "" {
 		return container.Spec{}, jobErr("Profile", "%s has network only behind the run's egress gate, which a Runner provides", job.Profile)
@@ -474,6 +577,7 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 	case Acquire, Mutate:
 		bind(job.ModCache, ModCacheDir, true)
 		bind(job.Staging, StagingDir, true)
+		bind(cfg.AuthCopy, AuthDir, false)
 		if cfg.FixtureProxy != "" {
 			bind(cfg.FixtureProxy, FixtureProxyDir, false)
 			s.Network = "none"
@@ -537,7 +641,7 @@ func checkJob(cfg Config, j Job) error {
 	// One host directory, one mount: a cache mounted twice (writable and
 	// read-only) would make the read-only one meaningless.
 	seen := map[string]string{}
-	for _, f := range []struct{ name, p string }{{"Source", j.Source}, {"WorkTree", j.WorkTree}, {"ModCache", j.ModCache}, {"BuildCache", j.BuildCache}, {"Staging", j.Staging}, {"Tools", j.Tools}, {"FixtureProxy", cfg.FixtureProxy}, {"ScanTools", cfg.ScanTools}, {"ScanVulnDB", cfg.ScanVulnDB}} {
+	for _, f := range []struct{ name, p string }{{"Source", j.Source}, {"WorkTree", j.WorkTree}, {"ModCache", j.ModCache}, {"BuildCache", j.BuildCache}, {"Staging", j.Staging}, {"Tools", j.Tools}, {"FixtureProxy", cfg.FixtureProxy}, {"ScanTools", cfg.ScanTools}, {"ScanVulnDB", cfg.ScanVulnDB}, {"AuthCopy", cfg.AuthCopy}} {
 		if f.p == "" {
 			continue
 		}
@@ -554,7 +658,7 @@ func checkJob(cfg Config, j Job) error {
 	if len(j.ReadOnly) > 0 && j.Profile != Execute {
 		return weak(jobErr("ReadOnly", "only execute takes extra read-only mounts"))
 	}
-	reserved := []string{SourceDir, SnapshotDir, ModCacheDir, BuildCacheDir, StagingDir, ToolsDir, VulnDBDir, FixtureProxyDir, TmpDir}
+	reserved := []string{SourceDir, SnapshotDir, ModCacheDir, BuildCacheDir, StagingDir, ToolsDir, VulnDBDir, FixtureProxyDir, AuthDir, TmpDir}
 	for _, m := range j.ReadOnly {
 		if m.Type != container.Bind || m.Writable {
 			return weak(jobErr("ReadOnly", "%s: only read-only bind mounts", m.Target))

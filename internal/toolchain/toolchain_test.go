@@ -24,6 +24,42 @@ func mountsOf(s container.Spec) map[string]container.Mount {
 	return m
 }
 
+// withCredentials configures private modules behind a proxy that wants
+// credentials, as a Runner leaves the Config (AuthCopy set).
+func withCredentials(c *Config) {
+	c.Proxy = "https://goproxy.corp.example"
+	c.Access = ModuleAccess{Private: "corp.example/*", Netrc: "/home/u/.netrc", AuthHelper: "/home/u/helper", ProxyCA: "/home/u/ca.pem"}
+	c.AuthCopy = "/d/auth"
+}
+
+// TestNewSpec_Credentials: credentials never reach a container but as the
+// Runner's copy; malformed patterns and paths are refused, and so are
+// credentials with a fixture proxy or in the proxy URL.
+func TestNewSpec_Credentials(t *testing.T) {
+	job := Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", gateNet: "gn"}
+	for name, mod := range map[string]func(*Config){
+		"no runner copy":          func(c *Config) { withCredentials(c); c.AuthCopy = "" },
+		"a pattern with a space":  func(c *Config) { c.Access.Private = "corp.example/* other" },
+		"an empty pattern":        func(c *Config) { c.Access.NoSumDB = "a.example,,b.example" },
+		"a bad glob":              func(c *Config) { c.Access.Private = "corp.example/[" },
+		"a relative netrc":        func(c *Config) { withCredentials(c); c.Access.Netrc = "netrc" },
+		"credentials, no network": func(c *Config) { withCredentials(c); c.Proxy, c.FixtureProxy = "", "/d/fp" },
+		"credentials in the URL":  func(c *Config) { c.Proxy = "https://u:p@goproxy.corp.example" },
+	} {
+		cfg := testConfig()
+		mod(&cfg)
+		if _, err := NewSpec(cfg, job); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: NewSpec = %v; want ErrInvalidConfig", name, err)
+		}
+	}
+	cfg := testConfig()
+	withCredentials(&cfg)
+	ex := Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", BuildCache: "/d/bc", ReadOnly: []container.Mount{{Type: container.Bind, Source: "/x", Target: AuthDir}}}
+	if _, err := NewSpec(cfg, ex); !errors.Is(err, ErrWeakened) {
+		t.Errorf("an extra mount at %s in execute: %v; want ErrWeakened", AuthDir, err)
+	}
+}
+
 // TestNewSpec_ProfileTable checks each profile against the seed's table:
 // which mounts exist and whether they are writable, and the network.
 func TestNewSpec_ProfileTable(t *testing.T) {
@@ -52,6 +88,15 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 		{"execute fixture", func(c *Config) { c.FixtureProxy = "/d/fp" }, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
 			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: false, BuildCacheDir: true}, "none"}},
 		{"tool", func(c *Config) { c.FixtureProxy, c.ScanTools, c.ScanVulnDB = "/d/fp", "/d/tools", "/d/vdb" }, Job{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, ModCacheDir: true, BuildCacheDir: true, ToolsDir: true}, "gn"}},
+		// Credentials: read-only in the profiles that fetch, nowhere else.
+		{"acquire credentials", withCredentials, Job{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, AuthDir: false}, "gn"}},
+		{"mutate credentials", withCredentials, Job{Profile: Mutate, Cmd: []string{"go", "mod", "tidy", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st", gateNet: "gn"},
+			want{map[string]bool{TmpDir: true, SourceDir: false, ModCacheDir: true, BuildCacheDir: true, StagingDir: true, AuthDir: false}, "gn"}},
+		{"execute credentials", withCredentials, Job{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", WorkTree: "/d/wt", ModCache: "/d/mc", BuildCache: "/d/bc"},
+			want{map[string]bool{TmpDir: true, SnapshotDir: false, SourceDir: true, ModCacheDir: false, BuildCacheDir: true}, "none"}},
+		{"tool credentials", withCredentials, Job{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin", gateNet: "gn"},
 			want{map[string]bool{TmpDir: true, ModCacheDir: true, BuildCacheDir: true, ToolsDir: true}, "gn"}},
 	}
 	for _, tt := range tests {
@@ -101,7 +146,7 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 
 // TestEnv_FromScratch pins each profile's whole environment.
 func TestEnv_FromScratch(t *testing.T) {
-	common := map[string]string{"GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOPRIVATE": "", "GOMODCACHE": ModCacheDir, "GOCACHE": BuildCacheDir, "HOME": TmpDir, "TMPDIR": TmpDir, "PATH": PathEnv}
+	common := map[string]string{"GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOPRIVATE": "", "GOAUTH": "off", "GOMODCACHE": ModCacheDir, "GOCACHE": BuildCacheDir, "HOME": TmpDir, "TMPDIR": TmpDir, "PATH": PathEnv}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range common {
@@ -114,6 +159,11 @@ func TestEnv_FromScratch(t *testing.T) {
 	}
 	fixture := Config{FixtureProxy: "/fp"}
 	custom := Config{Proxy: "https://goproxy.example", SumDB: "sum.example"}
+	// Private modules behind a proxy that wants credentials: only the
+	// profiles that fetch get them; Execute the patterns alone.
+	private := Config{Proxy: "https://goproxy.corp.example", Access: ModuleAccess{Private: "*.corp.example,corp.example/*", NoSumDB: "other.example",
+		Netrc: "/home/u/.netrc", AuthHelper: "/home/u/helper", ProxyCA: "/home/u/ca.pem"}, AuthCopy: "/data/run-x/auth-y"}
+	patterns := []string{"GOPRIVATE", "*.corp.example,corp.example/*", "GONOSUMDB", "other.example", "GONOPROXY", "none"}
 	gate := "http://stockade-gate:3128" // the run's egress gate
 	proxied := func(kv ...string) map[string]string {
 		return with(append(kv, "HTTP_PROXY", gate, "HTTPS_PROXY", gate, "http_proxy", gate, "https_proxy", gate)...)
@@ -123,13 +173,19 @@ func TestEnv_FromScratch(t *testing.T) {
 		cfg  Config
 		want map[string]string
 	}{
-		{Acquire, Config{}, proxied("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
-		{Mutate, custom, proxied("GOPROXY", "https://goproxy.example", "GOSUMDB", "sum.example")},
-		{Execute, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB)},
-		{Acquire, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
-		{Execute, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off")},
+		{Acquire, Config{}, proxied("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB, "GONOSUMDB", "")},
+		{Mutate, custom, proxied("GOPROXY", "https://goproxy.example", "GOSUMDB", "sum.example", "GONOSUMDB", "")},
+		{Execute, Config{}, with("GOPROXY", DefaultProxy, "GOSUMDB", DefaultSumDB, "GONOSUMDB", "")},
+		{Acquire, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off", "GONOSUMDB", "")},
+		{Execute, fixture, with("GOPROXY", "file:///fixture-proxy", "GOSUMDB", "off", "GONOSUMDB", "")},
 		{Tool, fixture, proxied("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
 		{Tool, custom, proxied("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
+		{Acquire, private, proxied(append(patterns, "GOPROXY", "https://goproxy.corp.example", "GOSUMDB", DefaultSumDB,
+			"NETRC", AuthDir+"/netrc", "GOAUTH", "netrc;"+AuthDir+"/helper", "SSL_CERT_DIR", AuthDir+"/ca")...)},
+		{Mutate, private, proxied(append(patterns, "GOPROXY", "https://goproxy.corp.example", "GOSUMDB", DefaultSumDB,
+			"NETRC", AuthDir+"/netrc", "GOAUTH", "netrc;"+AuthDir+"/helper", "SSL_CERT_DIR", AuthDir+"/ca")...)},
+		{Execute, private, with(append(patterns, "GOPROXY", "https://goproxy.corp.example", "GOSUMDB", DefaultSumDB)...)},
+		{Tool, private, proxied("GOPROXY", ToolProxy, "GOSUMDB", ToolSumDB, "GOBIN", ToolsDir)},
 	}
 	for _, tt := range tests {
 		if got := Env(tt.p, tt.cfg); !reflect.DeepEqual(got, tt.want) {

@@ -3,6 +3,7 @@ package validate
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io/fs"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -152,5 +154,92 @@ func leftovers(t *testing.T, eng *dockerapi.Client, owner string) {
 	}
 	if len(left) > 0 {
 		t.Errorf("left in the engine: %q", left)
+	}
+}
+
+// TestInspect_PrivateModules: a module whose dependency only a private
+// proxy serves (the test upstream over HTTPS with its own certificate, at
+// allowed.test:8443/private/, wanting HTTP Basic credentials), reached
+// through the run's egress gate, as Go users configure it: -private (no
+// checksum database for those modules, never direct), the proxy's CA, and
+// the credentials in a netrc file or from a credential helper. Without
+// credentials the acquisition fails on the proxy's 401; with either, the
+// module is clean, and its own test finds no trace of the credentials
+// where it runs (execute).
+func TestInspect_PrivateModules(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	filepath.WalkDir(proxy, func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			mode := os.FileMode(0o644)
+			if d.IsDir() {
+				mode = 0o755
+			}
+			os.Chmod(p, mode)
+		}
+		return nil
+	})
+	owner := enginetest.Owner(t)
+	if enginetest.Podman(t, eng) {
+		t.Skip("Podman cannot keep the gate's network (TestInspect_BehindTheGate)")
+	}
+	up := enginetest.StartUpstreamWith(t, eng, owner, enginetest.UpstreamOptions{Files: proxy})
+	cert, err := up.Cert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(secrets, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ca := write("ca.pem", string(cert), 0o600)
+	netrc := write("netrc", "machine allowed.test:8443 login "+enginetest.PrivateUser+" password "+enginetest.PrivatePassword+"\n", 0o600)
+	// GOAUTH=command: the credentials for the proxy's URL, as headers.
+	helper := write("helper", "#!/bin/sh\nprintf 'https://allowed.test:8443/private/\\n\\nAuthorization: Basic %s\\n\\n' '"+
+		base64.StdEncoding.EncodeToString([]byte(enginetest.PrivateUser+":"+enginetest.PrivatePassword))+"'\n", 0o700)
+	dir, err := filepath.Abs(filepath.Join("testdata", "repos", "private-module"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		access  toolchain.ModuleAccess
+		verdict report.Verdict
+	}{
+		{"no credentials", toolchain.ModuleAccess{Private: "stockade.test/*", ProxyCA: ca}, report.AcquisitionFailed},
+		{"netrc", toolchain.ModuleAccess{Private: "stockade.test/*", ProxyCA: ca, Netrc: netrc}, report.Clean},
+		{"credential helper", toolchain.ModuleAccess{Private: "stockade.test/*", ProxyCA: ca, AuthHelper: helper}, report.Clean},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
+			defer cancel()
+			rep, err := Inspect(ctx, eng, InspectOptions{
+				Dir: dir, Proxy: "https://allowed.test:8443/private/", Access: tc.access, DataDir: dataDir, Timeout: fixtureTimeout,
+				LockTimeout: 10 * time.Minute, Owner: owner, GateNetwork: up.Network, GateAllowPrivate: []netip.Prefix{up.Subnet},
+			})
+			if err != nil {
+				t.Fatalf("Inspect = %v", err)
+			}
+			var b bytes.Buffer
+			report.WriteText(&b, rep)
+			if rep.Verdict != tc.verdict {
+				t.Fatalf("verdict %s; want %s\n%s", rep.Verdict, tc.verdict, b.String())
+			}
+			if tc.verdict == report.AcquisitionFailed && !strings.Contains(rep.Acquisition.Detail, "401") {
+				t.Errorf("acquisition %+v; want the proxy's 401 named", rep.Acquisition)
+			}
+			if strings.Contains(b.String(), enginetest.PrivatePassword) {
+				t.Errorf("the report shows the password:\n%s", b.String())
+			}
+			if len(rep.Egress) == 0 || !slices.ContainsFunc(rep.Egress[0].Records, func(r domain.EgressRecord) bool {
+				return r.Host == "allowed.test" && r.Port == "8443" && r.Verdict == domain.EgressAllowed
+			}) {
+				t.Errorf("egress %+v; want the private proxy reached through the gate", rep.Egress)
+			}
+			leftovers(t, eng, owner)
+		})
 	}
 }

@@ -1,7 +1,13 @@
 package validate
 
 import (
+	"path"
 	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/toolchain"
 
 	"github.com/stockade/stockade/internal/testjson"
 )
@@ -28,7 +34,26 @@ const (
 	// KindMissingProgram: a test ran a program the image does not have
 	// (it holds Go, busybox's applets and, with cgo, the C toolchain).
 	KindMissingProgram = "missing_program"
+	// KindNeedsHostService: a test reached for a service at a fixed local
+	// address (a syslog, a database, the Docker daemon), which the
+	// sandbox never runs: on loopback at a port below 1024 (which the
+	// sandbox's user cannot listen on, so no test serves it to itself) or
+	// a well-known service port, or a Unix socket outside the working
+	// tree and the test's temporary directories. Whether the developer's
+	// machine runs that service, and so whether the test passes there,
+	// cannot be told from here; the finding names what it reached for.
+	KindNeedsHostService = "needs_host_service"
 )
+
+// wellKnownPorts are service ports at or above 1024 a test dials on
+// loopback only to use a service it did not start: databases, caches,
+// brokers, daemons.
+var wellKnownPorts = map[int]bool{
+	1433: true, 1521: true, 2181: true, 2375: true, 2376: true, 2379: true,
+	3306: true, 4222: true, 5432: true, 5672: true, 6379: true, 8086: true,
+	8125: true, 8200: true, 8500: true, 9042: true, 9092: true, 9200: true,
+	11211: true, 26257: true, 27017: true,
+}
 
 var (
 	// gcc: "fatal error: sqlite3.h: No such file or directory".
@@ -38,11 +63,17 @@ var (
 	missingLibraryRE = regexp.MustCompile(`cannot find -l([A-Za-z0-9_.+-]+)`)
 	// The kernel's EROFS, as Go prints it.
 	readOnlyRE = regexp.MustCompile(`read-only file system`)
+	// A refused or missing local endpoint, as net prints it: a dial, or
+	// a write or read on a connected UDP socket the kernel refused.
+	loopbackRefusedRE = regexp.MustCompile(`(?:dial|write|read) (?:tcp|udp)[46]? (?:[^ ]+->)?(127\.[0-9.]+|\[::1\]|localhost):([0-9]+): (?:connect|write|read): connection refused`)
+	unixMissingRE     = regexp.MustCompile(`dial unix(?:gram|packet)? (/[^ :]+): connect: (?:no such file or directory|connection refused)`)
 	// os/exec's ErrNotFound, as it prints it.
 	missingProgramRE = regexp.MustCompile(`exec: "[^"]+": executable file not found in \$PATH`)
 	// What a dial or lookup says in a network namespace with only
-	// loopback: no route, or no resolver.
-	noNetworkRE = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable))`)
+	// loopback: no route, or no resolver (the engine's copy of the host's
+	// nameservers is unreachable; with none, Go asks loopback's port 53,
+	// where nothing listens).
+	noNetworkRE = regexp.MustCompile(`(dial (tcp|udp)[46]? [^:]+:[0-9]+: connect: network is unreachable|lookup [^ ]+( on [^ ]+)?: (no such host|server misbehaving|dial udp[^:]*:[0-9]+: connect: network is unreachable|read udp [^ ]+->(127\.0\.0\.1|\[::1\]):53: read: connection refused))`)
 )
 
 // envKind returns f with its kind set to one of the environment kinds
@@ -62,9 +93,31 @@ func envKind(f testjson.Finding) testjson.Finding {
 		f.Kind = KindNeedsNetwork
 	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && missingProgramRE.MatchString(text):
 		f.Kind = KindMissingProgram
+	case (f.Kind == testjson.KindTest || f.Kind == testjson.KindPackage) && needsHostService(text):
+		f.Kind = KindNeedsHostService
 	default:
 		return f
 	}
 	f.Key = testjson.Key(f)
 	return f
+}
+
+// needsHostService reports whether text shows a dial to a local service
+// the sandbox does not run (KindNeedsHostService).
+func needsHostService(text string) bool {
+	for _, m := range loopbackRefusedRE.FindAllStringSubmatch(text, -1) {
+		if port, err := strconv.Atoi(m[2]); err == nil && (port > 0 && port < 1024 || wellKnownPorts[port]) {
+			return true
+		}
+	}
+	for _, m := range unixMissingRE.FindAllStringSubmatch(text, -1) {
+		p := path.Clean(m[1])
+		// The working tree and the test's own temporary files are the
+		// test's; /tmp/.s.PGSQL.<port> is PostgreSQL's socket.
+		if container.Within(toolchain.SourceDir, p) || container.Within(toolchain.TmpDir, p) && !strings.HasPrefix(p, "/tmp/.s.PGSQL.") {
+			continue
+		}
+		return true
+	}
+	return false
 }

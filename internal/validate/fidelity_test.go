@@ -16,8 +16,8 @@ import (
 	"github.com/stockade/stockade/internal/report"
 )
 
-// FidelityEnv turns TestFidelity on: it downloads and validates sixteen
-// published modules and takes tens of minutes, so it is not part of the
+// FidelityEnv turns TestFidelity on: it downloads and validates
+// twenty-one published modules and takes tens of minutes, so it is not part of the
 // normal suite (TestInspect_RealModules is its small subset there).
 const FidelityEnv = "STOCKADE_FIDELITY"
 
@@ -43,6 +43,11 @@ var fidelityCorpus = []struct{ mod, why string }{
 	{"github.com/tidwall/gjson@v1.18.0", "dependencies; large test file"},
 	{"github.com/google/go-cmp@v0.6.0", "large test suite; purego tag"},
 	{"github.com/klauspost/cpuid/v2@v2.2.9", "assembly, CPU feature tags"},
+	{"github.com/go-chi/chi/v5@v5.2.3", "tests dial localhost (httptest, HTTP/2)"},
+	{"github.com/golang-jwt/jwt/v5@v5.2.1", "an example serves and dials localhost"},
+	{"github.com/sirupsen/logrus@v1.9.3", "a test dials syslog on localhost:514 (UDP)"},
+	{"github.com/sirupsen/logrus@v1.8.1", "the same, older"},
+	{"gopkg.in/yaml.v3@v3.0.1", "no go.sum: the test dependency's entry is added as go test -mod=mod does"},
 }
 
 // downloadWithDeps is download, then the module's own requirements into

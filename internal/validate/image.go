@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -83,12 +84,6 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	} else {
 		table, _ = withHostGo(ctx, table, log)
 	}
-	infos, err := image.List(ctx, eng)
-	if err != nil {
-		return imageChoice{}, err
-	}
-	var locals []imagetable.Local
-	tags := map[string][]string{}
 	// An image with the C toolchain qualifies only with this Stockade's
 	// package set: one built from an older list is passed over (and a new
 	// one built), as it may lack what the list now carries.
@@ -104,27 +99,50 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 		return imageChoice{}, err
 	}
 	cset := image.CPackagesDigest(set)
-	for _, in := range infos {
-		// An image without a shell (no busybox) cannot run inspect's
-		// steps; one built that way is passed over, and a new one built.
-		if in.GoVersion != "" && in.Busybox != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
-			locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
-			tags[in.ID] = in.Tags
+	tags := map[string][]string{}
+	// choose picks among the images the engine has and the releases.
+	choose := func() (imagetable.Choice, error) {
+		infos, err := image.List(ctx, eng)
+		if err != nil {
+			return imagetable.Choice{}, err
 		}
+		var locals []imagetable.Local
+		for _, in := range infos {
+			// An image without a shell (no busybox) cannot run inspect's
+			// steps; one built that way is passed over, and a new one built.
+			if in.GoVersion != "" && in.Busybox != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
+				locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
+				tags[in.ID] = in.Tags
+			}
+		}
+		return table.SelectFor(req.Directive, req.Toolchain, locals)
 	}
-	c, err := table.SelectFor(req.Directive, req.Toolchain, locals)
+	c, err := choose()
 	if err != nil {
 		return imageChoice{}, err
 	}
 	var ic imageChoice
+	var cacheDir string
 	if !c.Local {
-		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: apt}
-		from := "the host's go" + c.Go
 		// Always a cache: besides a release and the C toolchain, a host
 		// without a static busybox has Debian's fetched into it.
-		if opts.CacheDir, err = ToolchainCache(req.DataDir); err != nil {
+		if cacheDir, err = ToolchainCache(req.DataDir); err != nil {
 			return imageChoice{}, err
 		}
+		// Builds on one data directory take turns (LockImageBuilds): a
+		// run that waited finds the image the other built.
+		lock, err := LockImageBuilds(ctx, cacheDir)
+		if err != nil {
+			return imageChoice{}, err
+		}
+		defer lock.Unlock()
+		if c, err = choose(); err != nil {
+			return imageChoice{}, err
+		}
+	}
+	if !c.Local {
+		opts := image.Options{Logger: log, CToolchain: req.Cgo, AptPackages: apt, CacheDir: cacheDir}
+		from := "the host's go" + c.Go
 		if c.Source == imagetable.SourceProxy {
 			opts.GoVersion = c.Go
 			from = "go" + c.Go + " fetched from the module proxy"
@@ -151,10 +169,19 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	return ic, nil
 }
 
-// standInNote says that a newer Go validated the module, and what that
-// may cause.
+// standInNote says that a newer Go validated the module, what that may
+// cause, and how to have the module's own: no image of its minor is
+// present, and the releases inspect builds on its own (the host's Go, the
+// table's) have none; the go command can fetch any release from the module
+// proxy, which 'stockade image build -go' does on request. Inspect does
+// not fetch one by itself: that is a download of ~70 MiB and a build of
+// minutes, and the table lists only releases tried here.
 func standInNote(c imagetable.Choice) string {
-	return fmt.Sprintf("no toolchain of go %s could be had: go%s stood in; a dependency that fails to build may be failing on the newer Go, not on this module", c.Want, c.Go)
+	minor := c.Want
+	if v := strings.SplitN(c.Want, ".", 3); len(v) >= 2 {
+		minor = v[0] + "." + v[1]
+	}
+	return fmt.Sprintf("no image of go %s is present and none is built on demand (only the host's Go and the releases Stockade lists are): go%s stood in, and a dependency that fails to build may be failing on the newer Go, not on this module; 'stockade image build -go %s.N' builds a release of go %s from the module proxy", minor, c.Go, minor, minor)
 }
 
 // withHostGo returns table with the host's Go added (SourceHost); a host
@@ -275,6 +302,26 @@ func firstTag(tags []string, id string) string {
 	}
 	return id
 }
+
+// LockImageBuilds takes the lock of the image builds that use the
+// toolchain cache cacheDir (ToolchainCache): one build at a time fetches
+// into it and loads into the engine, so two first runs on one data
+// directory do not both build the same image. It waits until ctx ends;
+// Unlock releases it (the kernel does, if the process dies).
+func LockImageBuilds(ctx context.Context, cacheDir string) (*toolchain.Lock, error) {
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("validate: %w", err)
+	}
+	lock, err := toolchain.LockDataDir(ctx, cacheDir, imageLockWait, "image-build", nil)
+	if err != nil {
+		return nil, fmt.Errorf("validate: waiting for another run's image build: %w", err)
+	}
+	return lock, nil
+}
+
+// imageLockWait bounds the wait for another run's image build: a build
+// takes minutes (imageBudget bounds each).
+const imageLockWait = 2 * imageBudget
 
 // ToolchainCache returns the directory where image builds keep what they
 // fetch (image.Options.CacheDir: Go releases from the module proxy, Debian

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,6 +107,10 @@ func TestPickImage(t *testing.T) {
 		}
 		if c.img.ID != id('a') || !c.img.StandIn || !strings.Contains(c.note, "go1.26.8 stood in") {
 			t.Errorf("pickImage(go 1.16) = %+v; want go1.26.8 standing in, noted", c)
+		}
+		// What is true: a release of go 1.16 can be had, on request.
+		if strings.Contains(c.note, "could be had") || !strings.Contains(c.note, "'stockade image build -go 1.16.N'") {
+			t.Errorf("note %q; want it to say how to build a go 1.16 image, not that none can be had", c.note)
 		}
 	})
 	t.Run("a cgo image of another package set is passed over", func(t *testing.T) {
@@ -344,5 +349,59 @@ func TestInspect_AptPackages(t *testing.T) {
 				t.Errorf("verdict %s, image %+v, checks %+v; want clean in an image naming zlib1g-dev", rep.Verdict, rep.Image, rep.Checks)
 			}
 		})
+	}
+}
+
+// lockedImages is fakeImages safe for a test that changes its images
+// while pickImage runs.
+type lockedImages struct {
+	mu sync.Mutex
+	fakeImages
+}
+
+func (f *lockedImages) ImageList(ctx context.Context, fl dockerapi.Filters) ([]dockerapi.ImageSummary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]dockerapi.ImageSummary(nil), f.locals...), nil
+}
+
+// TestPickImage_BuildsTakeTurns: two first runs on one data directory do
+// not both build the image: a run that needs one waits for the build lock
+// another run holds, then finds the image that run built and builds
+// nothing (the fake engine panics on a build).
+func TestPickImage_BuildsTakeTurns(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	cache, err := ToolchainCache(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := LockImageBuilds(ctx, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &lockedImages{fakeImages: fakeImages{have: map[string]string{}}}
+	done := make(chan error, 1)
+	var got imageChoice
+	go func() {
+		var err error
+		got, err = pickImage(ctx, eng, ImageRequest{Table: &imagetable.Table{}, Directive: "1.26", DataDir: data}, slog.New(slog.DiscardHandler))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("pickImage returned while another run's build held the lock: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	// The other run's build ends: its image is there.
+	eng.mu.Lock()
+	eng.locals = []dockerapi.ImageSummary{localImage("go1.26.8", 'a')}
+	eng.mu.Unlock()
+	held.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got.img.ID != "sha256:"+strings.Repeat("a", 64) || got.img.Built {
+		t.Errorf("pickImage = %+v; want the image the other run built, not a build of its own", got.img)
 	}
 }

@@ -173,53 +173,78 @@ type InspectOptions struct {
 	// may reach (a proxy on an internal network); nil refuses every
 	// private destination (toolchain.Config.GateAllowPrivate).
 	GateAllowPrivate []netip.Prefix
+	// SumDB is GOSUMDB for acquisition (toolchain.Config.SumDB); empty
+	// means sum.golang.org.
+	SumDB string
+	// Access is how acquisition reaches private modules
+	// (toolchain.Config.Access): patterns, and credentials only the
+	// profiles that fetch see. The zero value is public modules only.
+	Access toolchain.ModuleAccess
 }
 
 // ErrScanNeedsDB reports ScanOnly without a VulnDB.
 var ErrScanNeedsDB = errors.New("validate: a scan needs a vulnerability database (-vulndb or " + vulndb.EnvDefault + ")")
 
 // Refuse checks, without an engine, the layout of the tree of dir that
-// inspect validates (checkTree): it returns a finished report and true
-// when the module is refused (an unsupported layout, or a go directive no
-// image in the table can build), and nil and false when it may be
-// inspected. Inspect makes the same check first, and again on the
-// snapshot it validates.
-func Refuse(ctx context.Context, dir string, worktree bool) (*report.Report, bool) {
+// inspect validates (checkTree), against the releases dataDir (empty:
+// DefaultDataDir()) and the host have: it returns a finished report and
+// true when the module is refused (an unsupported layout, or a go
+// directive no image can build) or its go.mod does not parse (failing),
+// and nil and false when it may be inspected; err is an input that cannot
+// be read (toolchain.ErrSnapshot) or Stockade's failure. Inspect makes the
+// same check first, and again on the snapshot it validates.
+func Refuse(ctx context.Context, dir string, worktree bool, dataDir string) (*report.Report, bool, error) {
 	start := time.Now()
 	rep := report.New(dir)
-	m, src, err := checkTree(ctx, dir, worktree)
+	m, src, err := checkTree(ctx, dir, worktree, dataDir)
 	if !refusal(rep, m, err) {
-		return nil, false
+		return nil, false, err
 	}
 	rep.Source = src
 	rep.Finish(time.Since(start))
-	return rep, true
+	return rep, true, nil
 }
 
-// checkTree checks the layout of the tree inspect validates: for a git
-// checkout its committed tree (with worktree, the files git would commit
+// checkTree checks the layout of the tree inspect validates: for a
+// directory in a git checkout (its top, or below it: a module of a
+// monorepo) its committed tree (with worktree, the files git would commit
 // from the working tree), so an ignored node_modules or .venv symlink
-// refuses nothing; for any other directory the directory. A checkout's
-// tree is copied to a temporary directory for the check and removed
-// after. It also says which tree that is.
-func checkTree(ctx context.Context, dir string, worktree bool) (*gomod.Module, *report.Source, error) {
-	if !toolchain.IsGitCheckout(ctx, dir) {
-		m, _, err := gomod.Check(dir, Releases(ctx, ""), nil)
+// refuses nothing, and a submodule below it is refused; for any other
+// directory the directory. A checkout's
+// tree is copied into a scratch directory of the data directory dataDir
+// (empty: DefaultDataDir()) for the check and removed after
+// (toolchain.Scratch). The go directive must be one of the releases the
+// host and dataDir have (Releases). It also says which tree that is.
+func checkTree(ctx context.Context, dir string, worktree bool, dataDir string) (*gomod.Module, *report.Source, error) {
+	if _, _, git := toolchain.GitWorkTree(ctx, dir); !git {
+		m, _, err := gomod.Check(dir, Releases(ctx, dataDir), nil)
 		return m, &report.Source{Kind: "directory"}, err
 	}
-	tmp, err := os.MkdirTemp("", "stockade-check-")
-	if err != nil {
-		return nil, nil, fmt.Errorf("validate: %w", err)
+	defaultDir := dataDir == ""
+	if defaultDir {
+		var err error
+		if dataDir, err = DefaultDataDir(); err != nil {
+			return nil, nil, err
+		}
 	}
-	defer os.RemoveAll(tmp)
-	snap, err := toolchain.SnapshotTo(ctx, dir, tmp, toolchain.SnapshotOptions{Worktree: worktree})
+	tmp, err := toolchain.NewScratch(dataDir, defaultDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tmp.Close()
+	snap, err := toolchain.SnapshotTo(ctx, dir, tmp.Dir, toolchain.SnapshotOptions{Worktree: worktree})
 	if errors.Is(err, toolchain.ErrTooLarge) {
 		return nil, nil, &gomod.UnsupportedError{Reason: gomod.ReasonTooLarge, Path: ".", Err: err}
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	m, _, err := gomod.Check(snap.Dir, Releases(ctx, ""), nil)
+	m, _, err := gomod.Check(snap.Dir, Releases(ctx, dataDir), nil)
+	if err == nil && len(snap.Submodules) > 0 {
+		// Its content is not in the repository: what would run is not
+		// what a clone with submodules has.
+		err = &gomod.UnsupportedError{Reason: gomod.ReasonSubmodule, Path: snap.Submodules[0]}
+	}
 	return m, sourceOf(snap), err
 }
 
@@ -238,7 +263,7 @@ func refusal(rep *report.Report, m *gomod.Module, err error) bool {
 	case errors.As(err, &ue):
 		rep.Refusal = &report.Refusal{Kind: string(ue.Reason), Reason: refusalText(ue)}
 	case errors.As(err, &me):
-		rep.Refusal = &report.Refusal{Kind: "malformed_go_mod", Reason: me.Error()}
+		rep.Refusal = &report.Refusal{Kind: report.RefusalMalformedGoMod, Reason: me.Error()}
 	case errors.Is(err, gomod.ErrNoModule):
 		rep.Refusal = &report.Refusal{Kind: "no_module", Reason: "no go.mod at the top of the directory"}
 	default:
@@ -328,10 +353,22 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		}
 		return rep, nil
 	}
-	// timedOut ends the report in the current phase: the deadline ran out.
+	// limit is what bounds the current phase (phaseTime): the -deadline,
+	// or the phase's own budget when that is less than what is left.
+	var limit string
+	phaseTime := func(max time.Duration, own string) (time.Duration, bool) {
+		d, ok := b.phase(max)
+		limit = fmt.Sprintf("the -deadline (%v)", total)
+		if d >= max {
+			limit = fmt.Sprintf("%s (%v)", own, max)
+		}
+		return d, ok
+	}
+	// timedOut ends the report in the current phase: the -deadline, or
+	// the phase's own budget, ran out (TimedOutBy says which).
 	timedOut := func() (*report.Report, error) {
-		log.Debug("deadline ran out", "phase", cur)
-		rep.TimedOut = cur
+		log.Debug("time ran out", "phase", cur, "limit", limit)
+		rep.TimedOut, rep.TimedOutBy = cur, limit
 		return finish()
 	}
 	// cut reports whether err came from the deadline of phase context pctx
@@ -350,7 +387,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	defer db.Close()
 
 	phase("check")
-	m, src, err := checkTree(ctx, o.Dir, o.Worktree)
+	m, src, err := checkTree(ctx, o.Dir, o.Worktree, o.DataDir)
 	rep.Source = src
 	if refusal(rep, m, err) {
 		return finish()
@@ -360,7 +397,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("image")
-	d, ok := b.phase(imageBudget)
+	d, ok := phaseTime(imageBudget, "the image phase's budget")
 	if !ok {
 		return timedOut()
 	}
@@ -390,7 +427,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	var scan scanner.Scanner
 	if o.VulnDB != "" {
 		phase("scanner")
-		if d, ok = b.phase(scannerBudget); !ok {
+		if d, ok = phaseTime(scannerBudget, "the scanner phase's budget"); !ok {
 			return timedOut()
 		}
 		pctx, cancel = context.WithTimeout(ctx, d)
@@ -418,7 +455,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	// The lock wait is LockTimeout, or what is left when that is less.
 	lockWait, _ := b.phase(o.LockTimeout)
-	if d, ok = b.phase(o.LockTimeout + openBudget); !ok {
+	if d, ok = phaseTime(o.LockTimeout+openBudget, "-lock-timeout and opening the run"); !ok {
 		return timedOut()
 	}
 	pctx, cancel = context.WithTimeout(ctx, d)
@@ -426,8 +463,8 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		DataDir:        dataDir,
 		DefaultDataDir: defaultDir,
 		Owner:          o.Owner,
-		Config: toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir,
-			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate},
+		Config: toolchain.Config{Image: ic.img.ID, Proxy: o.Proxy, SumDB: o.SumDB, FixtureProxy: o.FixtureProxy, ScanTools: scan.Dir, ScanVulnDB: db.Dir,
+			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate, Access: o.Access},
 		LockTimeout: max(lockWait, 0),
 		OnLockWait:  o.OnLockWait,
 		Logger:      log,
@@ -452,7 +489,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 	// The snapshot is what runs: check it too, since the directory may
 	// have changed since the check above.
-	m, refused, err := CheckSnapshot(snap, m.Go, rep)
+	m, refused, err := CheckSnapshot(snap, m.Go, o.DataDir, rep)
 	if refused {
 		rep.Image = nil
 		return finish()
@@ -462,7 +499,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("seed")
-	if d, ok = b.phase(seedBudget); !ok {
+	if d, ok = phaseTime(seedBudget, "the seed phase's budget"); !ok {
 		return timedOut()
 	}
 	pctx, cancel = context.WithTimeout(ctx, d)
@@ -470,7 +507,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	cancel()
 
 	phase("probe")
-	if d, ok = b.phase(probeBudget); !ok {
+	if d, ok = phaseTime(probeBudget, "the probe phase's budget"); !ok {
 		return timedOut()
 	}
 	extra := ProbeDirs(seed)
@@ -491,7 +528,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 		if o.ScanOnly && o.Timeout > 0 {
 			max = o.Timeout // stockade scan's -timeout bounds the scanner
 		}
-		d, ok := b.phase(max)
+		d, ok := phaseTime(max, "the scan's budget")
 		if !ok {
 			return timedOut()
 		}
@@ -507,7 +544,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	}
 
 	phase("acquire")
-	if d, ok = b.phase(acquireBudget); !ok {
+	if d, ok = phaseTime(acquireBudget, "the acquisition's budget"); !ok {
 		return timedOut()
 	}
 	// One acquire container serves the acquisition and then, beside the
@@ -575,7 +612,7 @@ func Inspect(ctx context.Context, eng Engine, o InspectOptions) (*report.Report,
 	cands := listCandidates(bgCtx, r, shared, snap.Dir, m, b, &bg)
 
 	phase("validate")
-	vt, ok := b.phase(timeout)
+	vt, ok := phaseTime(timeout, "-timeout")
 	if !ok {
 		return timedOut()
 	}
@@ -777,9 +814,9 @@ func ensureSeed(ctx context.Context, eng Engine, r *toolchain.Runner, img report
 func sourceOf(s toolchain.Snapshot) *report.Source {
 	switch {
 	case s.Git && s.Worktree:
-		return &report.Source{Kind: "worktree", Commit: s.Commit}
+		return &report.Source{Kind: "worktree", Commit: s.Commit, Subdir: s.Subdir}
 	case s.Git:
-		return &report.Source{Kind: "commit", Commit: s.Commit, Uncommitted: s.Uncommitted}
+		return &report.Source{Kind: "commit", Commit: s.Commit, Subdir: s.Subdir, Uncommitted: s.Uncommitted}
 	}
 	return &report.Source{Kind: "directory"}
 }

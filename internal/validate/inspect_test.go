@@ -49,11 +49,30 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	fixturesOutsideGit()
 	code := m.Run()
 	if shared.tmp != "" {
 		removeTree(shared.tmp)
 	}
 	os.Exit(code)
+}
+
+// fixturesOutsideGit makes git stop looking for a repository above the
+// fixture repositories (GIT_CEILING_DIRECTORIES, which Stockade's git
+// honours): each is a module of its own, not a subdirectory of this
+// checkout, so it is validated as the directory it is, whatever this
+// checkout has committed.
+func fixturesOutsideGit() {
+	var dirs []string
+	for _, d := range []string{repos, filepath.Join("testdata", "repos")} {
+		if abs, err := filepath.Abs(d); err == nil {
+			if real, err := filepath.EvalSymlinks(abs); err == nil {
+				abs = real
+			}
+			dirs = append(dirs, abs)
+		}
+	}
+	os.Setenv("GIT_CEILING_DIRECTORIES", strings.Join(dirs, ":"))
 }
 
 // testDataDir is the data directory the engine tests share across runs:
@@ -199,12 +218,43 @@ func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
 			if len(rep.Checks) != 0 || rep.Image != nil {
 				t.Errorf("a refused module has checks or an image: %+v", rep)
 			}
-			pre, refused := Refuse(context.Background(), dir, false)
+			pre, refused, _ := Refuse(context.Background(), dir, false, t.TempDir())
 			if !refused || pre.Refusal.Kind != tc.kind {
 				t.Errorf("Refuse(%s) = %+v, %v; want the same refusal", tc.repo, pre, refused)
 			}
 			goldenCompare(t, tc.repo, rep)
 		})
+	}
+}
+
+// TestInspect_MalformedGoModFails: a go.mod that does not parse is not an
+// unsupported layout: the go command fails on it at home too, so the
+// verdict is failing (exit 3), decided before any container runs.
+func TestInspect_MalformedGoModFails(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"go.mod": "module stockade.test/malformed\n\ngo 1.24\n\nrequire (\n",
+		"m.go":   "package malformed\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := exec.Command("go", "list", "./...")
+	host.Dir, host.Env = dir, append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	if out, err := host.CombinedOutput(); err == nil {
+		t.Fatalf("go list on the host passed on the malformed go.mod:\n%s", out)
+	}
+	rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Inspect = %v; want a report", err)
+	}
+	if rep.Verdict != report.Failing || rep.ExitCode != 3 || rep.Refusal == nil || rep.Refusal.Kind != report.RefusalMalformedGoMod {
+		t.Errorf("verdict %s, exit %d, refusal %+v; want failing, 3, %s", rep.Verdict, rep.ExitCode, rep.Refusal, report.RefusalMalformedGoMod)
+	}
+	pre, refused, err := Refuse(context.Background(), dir, false, t.TempDir())
+	if err != nil || !refused || pre.Verdict != report.Failing {
+		t.Errorf("Refuse = %+v, %v, %v; want the same failing report", pre, refused, err)
 	}
 }
 
@@ -293,6 +343,17 @@ var fixtures = []fixture{
 			t.Errorf("the user's go.mod changed:\n%s", b)
 		}
 	}},
+	// go.mod requires greet and there is no go.sum: go mod download
+	// records only go.mod hashes, so go test -mod=readonly would fail
+	// with "missing go.sum entry"; acquisition adds the entries the
+	// checks need on a staging copy, as go test with GOFLAGS=-mod=mod does
+	// at home, and the report says go.sum needed updating.
+	{repo: "missing-sum", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		if r.Source == nil || r.Source.Updated == nil || !slices.Equal(r.Source.Updated.Files, []string{"go.sum"}) {
+			t.Errorf("source %+v; want go.sum named as updated", r.Source)
+		}
+		checkStatus(t, r, CheckTest, report.StatusPass, "")
+	}},
 	// Its test writes beside itself, as at home: the validation's
 	// throwaway working tree lets it, and the user's directory is
 	// untouched.
@@ -305,6 +366,32 @@ var fixtures = []fixture{
 		}
 		if b, _ := os.ReadFile(filepath.Join(repos, "writes-tree", "testdata", "in.txt")); string(b) != "input\n" {
 			t.Errorf("the user's testdata/in.txt changed: %q", b)
+		}
+	}},
+	// Its tests serve and dial on loopback as published modules' do
+	// (httptest, localhost, ::1, 0.0.0.0): execute has no network, but
+	// loopback works as on the host.
+	{repo: "loopback", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		for _, c := range r.Checks {
+			if c.Name == CheckTest && (c.Tests == nil || c.Tests.Passed != 4) {
+				t.Errorf("tests %+v; want the four loopback tests passed", c.Tests)
+			}
+		}
+	}},
+	// Its tests dial PostgreSQL's port and the Docker daemon's socket:
+	// services a machine may run and the sandbox never does. The
+	// failures are named as such, not left as ordinary test failures.
+	{repo: "host-service", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
+		var kinds []string
+		for _, c := range r.Checks {
+			for _, f := range c.Findings {
+				kinds = append(kinds, f.Test+" "+f.Kind)
+			}
+		}
+		slices.Sort(kinds)
+		if want := []string{"TestDockerDaemon " + KindNeedsHostService, "TestPostgres " + KindNeedsHostService}; !slices.Equal(kinds, want) {
+			t.Errorf("findings %q; want %q", kinds, want)
 		}
 	}},
 	// A dependency needs a newer Go: acquisition fails under
@@ -518,4 +605,70 @@ func treeDigest(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestInspect_Monorepo: a module in a subdirectory of a repository is
+// validated as its committed tree, as a module at the top is (the report
+// names the subdirectory); -worktree takes its working tree; the rest of
+// the repository (another module, an ignored symlink leaving it) plays no
+// part.
+func TestInspect_Monorepo(t *testing.T) {
+	eng, proxy, dataDir := engine(t)
+	top := filepath.Join(t.TempDir(), "mono")
+	svc := filepath.Join(top, "services", "clean")
+	if err := hosttest.CopyTree(filepath.Join(repos, "clean"), svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := hosttest.CopyTree(filepath.Join(repos, "old-go"), filepath.Join(top, "tools")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(top, ".gitignore"), []byte("/escape\n"), 0o644)
+	os.Symlink("..", filepath.Join(top, "escape"))
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = top
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", ".")
+	git("commit", "-q", "-m", "monorepo")
+	failing := []byte("package hello\n\nimport \"testing\"\n\nfunc TestUncommitted(t *testing.T) { t.Fatal(\"uncommitted change\") }\n")
+	if err := os.WriteFile(filepath.Join(svc, "uncommitted_test.go"), failing, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, top)
+	for _, tc := range []struct {
+		worktree bool
+		kind     string
+		verdict  report.Verdict
+	}{
+		{false, "commit", report.Clean},
+		{true, "worktree", report.Failing},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
+		rep, err := Inspect(ctx, eng, InspectOptions{
+			Dir: svc, Worktree: tc.worktree, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
+			LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("Inspect(worktree=%v) = %v", tc.worktree, err)
+		}
+		if rep.Source == nil || rep.Source.Kind != tc.kind || rep.Source.Subdir != "services/clean" || len(rep.Source.Commit) != 40 {
+			t.Errorf("worktree=%v: source %+v; want kind %s in services/clean with the commit", tc.worktree, rep.Source, tc.kind)
+		}
+		if rep.Verdict != tc.verdict || rep.Module != "stockade.test/repo/clean" {
+			var b bytes.Buffer
+			report.WriteText(&b, rep)
+			t.Errorf("worktree=%v: verdict %s of %s; want %s\n%s", tc.worktree, rep.Verdict, rep.Module, tc.verdict, b.String())
+		}
+	}
+	if after := treeDigest(t, top); after != before {
+		t.Errorf("inspect changed the repository")
+	}
 }

@@ -24,10 +24,11 @@ var realModules = []string{
 }
 
 // hostEnv is the environment of the host's go commands, as a user would
-// run them (GOFLAGS unset: -mod=readonly), with no network and the host's
-// toolchain.
+// run them with GOFLAGS=-mod=mod (the go command adds a missing go line
+// or go.sum entry, as acquisition does on a staging copy), with no network
+// and the host's toolchain.
 func hostEnv(gomodcache string) []string {
-	return append(os.Environ(), "GOFLAGS=", "GOTOOLCHAIN=local", "GOPROXY=off", "GOMODCACHE="+gomodcache, "GOWORK=off")
+	return append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOPROXY=off", "GOMODCACHE="+gomodcache, "GOWORK=off")
 }
 
 // download fetches mod (path@version) into a temporary module cache on

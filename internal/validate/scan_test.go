@@ -274,7 +274,8 @@ func tamperedCopy(src, dst string) error {
 }
 
 // TestInspect_VulnDB: inspect -vulndb validates as before and adds the
-// scan; vulnerabilities do not change inspect's verdict.
+// scan; a called vulnerability makes passing checks vulnerable, exit 3,
+// as stockade scan says.
 func TestInspect_VulnDB(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
 	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
@@ -290,8 +291,13 @@ func TestInspect_VulnDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Verdict != report.Clean || len(rep.Checks) != 4 {
-		t.Errorf("verdict %s with %d checks; want clean, list build vet test", rep.Verdict, len(rep.Checks))
+	if rep.Verdict != report.Vulnerable || rep.ExitCode != 3 || len(rep.Checks) != 4 {
+		t.Errorf("verdict %s (exit %d) with %d checks; want vulnerable (exit 3), list build vet test", rep.Verdict, rep.ExitCode, len(rep.Checks))
+	}
+	for _, c := range rep.Checks {
+		if c.Status != report.StatusPass {
+			t.Errorf("check %s = %s; want pass", c.Name, c.Status)
+		}
 	}
 	if rep.Vulns == nil || rep.Vulns.Status != report.ScanComplete || len(rep.Vulns.Called()) != 4 {
 		t.Errorf("vulns = %+v; want a complete scan with 4 called", rep.Vulns)

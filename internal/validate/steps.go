@@ -8,7 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
@@ -21,11 +25,13 @@ import (
 // exported once here so there is one home for each.
 
 // CheckTree checks the layout of the tree of dir that is validated (the
-// committed tree of a git checkout; with worktree, its working tree) and
-// sets rep.Source. A refused layout fills rep's refusal and returns
-// refused; err is Stockade's own failure.
-func CheckTree(ctx context.Context, dir string, worktree bool, rep *report.Report) (m *gomod.Module, refused bool, err error) {
-	m, src, err := checkTree(ctx, dir, worktree)
+// committed tree of a git checkout; with worktree, its working tree),
+// copied into a scratch directory of dataDir (empty: DefaultDataDir()),
+// and sets rep.Source. A refused layout fills rep's refusal and returns
+// refused; err is an input that cannot be read (toolchain.ErrSnapshot) or
+// Stockade's own failure.
+func CheckTree(ctx context.Context, dir string, worktree bool, dataDir string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
+	m, src, err := checkTree(ctx, dir, worktree, dataDir)
 	rep.Source = src
 	if refusal(rep, m, err) {
 		return m, true, nil
@@ -35,10 +41,13 @@ func CheckTree(ctx context.Context, dir string, worktree bool, rep *report.Repor
 
 // CheckSnapshot checks the snapshot that runs, which may differ from the
 // tree checked before it was taken, and that its go directive is still
-// directive (the image was chosen for it).
-func CheckSnapshot(snap toolchain.Snapshot, directive string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
+// directive (the image was chosen for it); dataDir is as for CheckTree.
+func CheckSnapshot(snap toolchain.Snapshot, directive, dataDir string, rep *report.Report) (m *gomod.Module, refused bool, err error) {
 	rep.Source = SourceOf(snap)
-	m, _, err = gomod.Check(snap.Dir, Releases(context.Background(), ""), nil)
+	m, _, err = gomod.Check(snap.Dir, Releases(context.Background(), dataDir), nil)
+	if err == nil && len(snap.Submodules) > 0 {
+		err = &gomod.UnsupportedError{Reason: gomod.ReasonSubmodule, Path: snap.Submodules[0]}
+	}
 	if refusal(rep, m, err) {
 		return m, true, nil
 	}
@@ -165,7 +174,7 @@ type Acquired struct {
 // With c, a long-lived acquire container of snap (StartAcquire), the first
 // download runs as an exec in it rather than in a container of its own.
 func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, c *toolchain.Container, snap toolchain.Snapshot, m *gomod.Module, img report.Image, until time.Time) (Acquired, toolchain.Snapshot, error) {
-	got, err := AcquireModules(ctx, acquireExecer{r: r, c: c, src: snap.Dir, until: until}, m, img)
+	got, err := AcquireModules(ctx, acquireExecer{r: r, c: c, src: snap.Dir, until: until}, m, img, SumsIncomplete(snap.Dir))
 	if err != nil || got.update == "" {
 		return got, snap, err
 	}
@@ -174,7 +183,7 @@ func AcquireSnapshot(ctx context.Context, r *toolchain.Runner, c *toolchain.Cont
 		return Acquired{}, snap, err
 	}
 	mut := acquireExecer{r: r, src: snap.Dir, staging: staging, until: until}
-	staged, err := AcquireModules(ctx, mut, m, img)
+	staged, err := AcquireModules(ctx, mut, m, img, true)
 	if err != nil || staged.TimedOut || staged.NewerToolchain != nil || staged.Failure != nil {
 		return staged, snap, err
 	}
@@ -223,11 +232,13 @@ func withModFile(argv []string) []string {
 var manifestUpdateRE = regexp.MustCompile(`go: updating (go\.mod|go\.sum): open ` + regexp.QuoteMeta(toolchain.SourceDir) + `/go\.(mod|sum): (permission denied|read-only file system)`)
 
 // AcquireModules downloads the modules the snapshot's go.mod (m) requires
-// with go mod download, through acq (NewAcquireExecer); img is the image
-// the refusal names. When the go command needs to update go.mod or go.sum
-// to do so, that is a Failure saying so (AcquireSnapshot makes the update
-// on a staging copy instead).
-func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report.Image) (Acquired, error) {
+// with go mod download, then, with complete (SumsIncomplete), adds what
+// go.sum lacks for the packages and tests the checks load (completeSums),
+// through acq (NewAcquireExecer); img is the image the refusal names.
+// When the go command needs to update go.mod or go.sum to do so, that is
+// a Failure saying so (AcquireSnapshot makes the update on a staging copy
+// instead).
+func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report.Image, complete bool) (Acquired, error) {
 	out, err := acq.Exec(ctx, []string{"go", "mod", "download"}, 0)
 	if err != nil {
 		return Acquired{}, fmt.Errorf("validate: acquire: %w", err)
@@ -239,7 +250,10 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 		return Acquired{}, fmt.Errorf("validate: acquiring modules: %s", reason)
 	}
 	if out.ExitCode == 0 {
-		return Acquired{}, nil
+		if !complete {
+			return Acquired{}, nil
+		}
+		return completeSums(ctx, acq)
 	}
 	if u := manifestUpdateRE.Find(out.Stderr); u != nil {
 		return Acquired{Failure: &report.Acquisition{
@@ -255,6 +269,79 @@ func AcquireModules(ctx context.Context, acq Execer, m *gomod.Module, img report
 		Reason: fmt.Sprintf("go mod download failed (exit %d): the modules go.mod requires could not be downloaded", out.ExitCode),
 		Detail: capText(out.Stderr, maxAcquisitionDetail),
 	}}, nil
+}
+
+// completeArgv loads the module's packages and their tests the way the
+// checks will and adds what go.sum lacks for them, as go test with
+// GOFLAGS=-mod=mod does on a developer's machine: go mod download records
+// only the go.mod hashes of the modules it fetches (Go 1.16 and later).
+// go get loads packages without building anything.
+var completeArgv = []string{"go", "get", "-t", "./..."}
+
+// SumsIncomplete reports whether the go.sum in dir may lack what the
+// checks need: an h1: line for a module go.mod requires (or its
+// replacement). It reads the manifests on the host; when they cannot be
+// read it says true, and the go command decides. go get contacts the
+// checksum database even when nothing is missing, so it runs only then.
+func SumsIncomplete(dir string) bool {
+	goMod, goSum, err := toolchain.ReadManifests(dir)
+	if err != nil {
+		return true
+	}
+	f, err := modfile.Parse("go.mod", goMod, nil)
+	if err != nil {
+		return true
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(goSum), "\n") {
+		if p := strings.Fields(l); len(p) == 3 && strings.HasPrefix(p[2], "h1:") && !strings.HasSuffix(p[1], "/go.mod") {
+			have[p[0]+" "+p[1]] = true
+		}
+	}
+	replaced := map[string]module.Version{}
+	for _, r := range f.Replace {
+		replaced[r.Old.Path+" "+r.Old.Version] = r.New
+		if r.Old.Version == "" {
+			replaced[r.Old.Path] = r.New
+		}
+	}
+	for _, r := range f.Require {
+		v := r.Mod
+		if n, ok := replaced[v.Path+" "+v.Version]; ok {
+			v = n
+		} else if n, ok := replaced[v.Path]; ok {
+			v = n
+		}
+		if v.Version != "" && !have[v.Path+" "+v.Version] {
+			return true
+		}
+	}
+	return false
+}
+
+// completeSums runs completeArgv after a successful go mod download. When
+// go.sum (or go.mod) already has what the checks need it writes nothing and
+// there is nothing to do; when it has to write them, that is reported as
+// the update AcquireSnapshot makes on a staging copy. Any other failure is
+// left to the checks, which report it as the go command does at home.
+func completeSums(ctx context.Context, acq Execer) (Acquired, error) {
+	out, err := acq.Exec(ctx, completeArgv, 0)
+	if err != nil {
+		return Acquired{}, fmt.Errorf("validate: acquire: %w", err)
+	}
+	if out.TimedOut {
+		return Acquired{TimedOut: true}, nil
+	}
+	if reason := outputReason(out); reason != "" {
+		return Acquired{}, fmt.Errorf("validate: completing go.sum: %s", reason)
+	}
+	if u := manifestUpdateRE.Find(out.Stderr); out.ExitCode != 0 && u != nil {
+		return Acquired{Failure: &report.Acquisition{
+			Reason: "the checks need go.sum entries (or requirements) the repository's manifests lack",
+			Detail: capText(out.Stderr, maxAcquisitionDetail),
+		}, update: string(u)}, nil
+	}
+	return Acquired{}, nil
 }
 
 // ValidateSnapshot runs the validation (Run) of the snapshot at snapDir in

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/hosttest"
+	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/toolchain"
 )
 
 // gitRepo makes a git checkout of the clean fixture whose .gitignore
@@ -65,7 +67,7 @@ func TestInspect_ChecksTheValidatedTree(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, worktree := range []bool{false, true} {
-		if rep, refused := Refuse(ctx, dir, worktree); refused {
+		if rep, refused, _ := Refuse(ctx, dir, worktree, t.TempDir()); refused {
 			t.Errorf("Refuse(worktree=%v) refused %+v: ignored files are not validated", worktree, rep.Refusal)
 		}
 		rep := inspectNoTime(t, dir, worktree)
@@ -80,7 +82,7 @@ func TestInspect_ChecksTheValidatedTree(t *testing.T) {
 	// A committed symlink that leaves the repository is still refused.
 	esc := gitRepo(t)
 	os.Symlink("/etc", filepath.Join(esc, "etc"))
-	if rep, refused := Refuse(ctx, esc, true); !refused || rep.Refusal.Kind != "symlink_escape" {
+	if rep, refused, _ := Refuse(ctx, esc, true, t.TempDir()); !refused || rep.Refusal.Kind != "symlink_escape" {
 		t.Errorf("Refuse(worktree, untracked escaping symlink) = %+v, %v; want symlink_escape", rep, refused)
 	}
 
@@ -123,6 +125,13 @@ func TestInspect_DeadlineRunsOut(t *testing.T) {
 	if len(rep.Checks) != 0 || rep.Image != nil {
 		t.Errorf("checks %v, image %v; want none", rep.Checks, rep.Image)
 	}
+	// The report says which bound ran out: here the -deadline, not
+	// -timeout (the validation's, which never started).
+	var text bytes.Buffer
+	report.WriteText(&text, rep)
+	if rep.TimedOutBy != "the -deadline (1ns)" || !strings.Contains(text.String(), "timed out: the -deadline (1ns) ran out during image") {
+		t.Errorf("timed out by %q; text:\n%s\nwant the -deadline named", rep.TimedOutBy, text.String())
+	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("took %v", d)
 	}
@@ -149,5 +158,52 @@ func TestBudget_Phase(t *testing.T) {
 		if got, ok := b.phase(tc.max); got != tc.want || ok != tc.ok {
 			t.Errorf("left %v: phase(%v) = %v, %v; want %v, %v", tc.left, tc.max, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestCheckTree_ScratchInDataDir: the layout check's copy of a checkout's
+// tree is made in the data directory (toolchain.Scratch, reaped if the
+// process dies), not in $TMPDIR: it works with $TMPDIR pointing nowhere,
+// and leaves nothing behind.
+func TestCheckTree_ScratchInDataDir(t *testing.T) {
+	dir := gitRepo(t)
+	data := t.TempDir()
+	t.Setenv("TMPDIR", "/nonexistent/tmp")
+	rep, refused, err := Refuse(context.Background(), dir, false, data)
+	if err != nil || refused {
+		t.Fatalf("Refuse = %+v, %v, %v; want no refusal, no error", rep, refused, err)
+	}
+	ents, err := os.ReadDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "scratch-") {
+			t.Errorf("the check left %s in the data directory", e.Name())
+		}
+	}
+}
+
+// TestRefuse_ReleasesOfTheDataDir: a release `stockade image build -go R
+// -data-dir X` fetched into X serves a `go R` module inspected with
+// -data-dir X: the layout check looks at X's releases, not the default
+// data directory's, so it does not refuse with advice to run what was
+// just run.
+func TestRefuse_ReleasesOfTheDataDir(t *testing.T) {
+	data := t.TempDir()
+	root := image.FetchedGoRoot(filepath.Join(data, toolchain.ToolchainsDir), "1.28.0")
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "VERSION"), []byte("go1.28.0\ntime 2027-02-01T00:00:00Z\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "bin", "go"), []byte("#!/bin/sh\n"), 0o755)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module stockade.test/go128\n\ngo 1.28\n"), 0o644)
+	if rep, refused, err := Refuse(context.Background(), dir, false, data); err != nil || refused {
+		t.Errorf("Refuse(go 1.28, -data-dir with go1.28.0 fetched) = %+v, %v, %v; want it accepted", rep, refused, err)
+	}
+	rep, refused, err := Refuse(context.Background(), dir, false, t.TempDir())
+	if err != nil || !refused || rep.Refusal.Kind != "requires_newer_toolchain" {
+		t.Errorf("Refuse(go 1.28, an empty data directory) = %+v, %v, %v; want requires_newer_toolchain", rep, refused, err)
 	}
 }

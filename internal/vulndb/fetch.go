@@ -19,8 +19,13 @@ const DefaultURL = "https://vuln.go.dev/vulndb.zip"
 // MiB).
 const MaxDownload = 256 << 20
 
-// ErrFetch reports a download that failed (status, size, transport).
+// ErrFetch reports a download that failed (status, size, transport): the
+// database could not be had.
 var ErrFetch = errors.New("vulndb: fetch failed")
+
+// ErrNotEmpty reports a Fetch into a directory that is not empty: nothing
+// in it is replaced.
+var ErrNotEmpty = errors.New("vulndb: the directory is not empty")
 
 // Fetch downloads the .zip at u (DefaultURL when empty) with client
 // (http.DefaultClient when nil), extracts and checks it, and renames it
@@ -42,7 +47,7 @@ func Fetch(ctx context.Context, client *http.Client, u, dir string) (DB, error) 
 		return DB{}, fmt.Errorf("vulndb: %w", err)
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
-		return DB{}, fmt.Errorf("vulndb: %s is not empty", dir)
+		return DB{}, fmt.Errorf("%w: %s", ErrNotEmpty, dir)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return DB{}, fmt.Errorf("vulndb: %w", err)
 	}

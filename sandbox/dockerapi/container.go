@@ -59,6 +59,7 @@ type HostConfig struct {
 	LogConfig      *LogConfig        `json:"LogConfig,omitempty"`
 	ExtraHosts     []string          `json:"ExtraHosts,omitempty"`
 	DNS            []string          `json:"Dns,omitempty"`
+	Sysctls        map[string]string `json:"Sysctls,omitempty"` // namespaced kernel parameters, such as net.ipv6.conf.lo.disable_ipv6
 	OomKillDisable *bool             `json:"OomKillDisable,omitempty"`
 	RestartPolicy  *RestartPolicy    `json:"RestartPolicy,omitempty"`
 }

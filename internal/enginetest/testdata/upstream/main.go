@@ -8,7 +8,11 @@
 // directory /files exists (a GOPROXY file layout the tests mount), GET
 // /files/<path> serves it (404 for what it lacks), and GET
 // /redirect/<host>/<path> answers 302 to http://<host>:8080/files/<path>:
-// a module proxy that sends its clients to another host. It is test
+// a module proxy that sends its clients to another host; and GET
+// /private/<path> serves the same files to a client that authenticates
+// as PrivateUser:PrivatePassword (HTTP Basic; 401 otherwise): a private
+// module proxy. GET /cert answers its TLS certificate (PEM), for a client
+// to trust. It is test
 // code, built by the tests with the host's go command. Its TLS accepts what
 // busybox's ssl_client (the tests' TLS client) offers: RSA key exchange and
 // SHA-1 handshake signatures, which Go no longer allows by default.
@@ -23,6 +27,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
@@ -40,6 +45,12 @@ import (
 
 // filesDir is where the tests mount a directory to serve.
 const filesDir = "/files"
+
+// The credentials /private/ wants (enginetest.PrivateUser, PrivatePassword).
+const (
+	privateUser     = "stockade"
+	privatePassword = "s3cret-0f-the-private-proxy"
+)
 
 func main() {
 	var udp atomic.Int64
@@ -72,6 +83,15 @@ func main() {
 	})
 	if fi, err := os.Stat(filesDir); err == nil && fi.IsDir() {
 		mux.Handle("/files/", http.StripPrefix("/files/", http.FileServer(http.Dir(filesDir))))
+		private := http.StripPrefix("/private/", http.FileServer(http.Dir(filesDir)))
+		mux.HandleFunc("/private/", func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != privateUser || p != privatePassword {
+				w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
+				http.Error(w, "authentication required", http.StatusUnauthorized)
+				return
+			}
+			private.ServeHTTP(w, r)
+		})
 		mux.HandleFunc("/redirect/", func(w http.ResponseWriter, r *http.Request) {
 			host, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/redirect/"), "/")
 			if !ok || host == "" {
@@ -96,6 +116,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	mux.HandleFunc("/cert", func(w http.ResponseWriter, r *http.Request) {
+		pem.Encode(w, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	})
 	tl, err := tls.Listen("tcp", ":8443", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
 	if err != nil {
 		log.Fatal(err)

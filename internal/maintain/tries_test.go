@@ -1,0 +1,74 @@
+package maintain
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stockade/stockade/internal/report"
+)
+
+// TestTryInOrder: without -each the candidates are tried in order until
+// one prepares a proposal, at most maxTries, and none once the deadline
+// leaves no time; with -each every one is tried.
+func TestTryInOrder(t *testing.T) {
+	order := make([]report.Candidate, maxTries+3)
+	for i := range order {
+		order[i] = report.Candidate{Path: fmt.Sprintf("m%d", i), Version: "v1.0.1"}
+	}
+	outcomes := func(pass int) func(report.Candidate, int) (Attempt, error) {
+		return func(c report.Candidate, tried int) (Attempt, error) {
+			if c.Path != order[tried].Path {
+				t.Fatalf("try %d got %s; want %s", tried, c.Path, order[tried].Path)
+			}
+			if tried == pass {
+				return Attempt{Path: c.Path, Outcome: ProposalPrepared}, nil
+			}
+			return Attempt{Path: c.Path, Outcome: Regressed}, nil
+		}
+	}
+	always := func() bool { return true }
+	for _, tc := range []struct {
+		name string
+		each bool
+		pass int // which try passes; -1 none
+		more func() bool
+		want int // attempts made
+		out  Outcome
+	}{
+		{"the first passes", false, 0, always, 1, ProposalPrepared},
+		{"the third passes", false, 2, always, 3, ProposalPrepared},
+		{"none passes: bounded", false, -1, always, maxTries, Regressed},
+		{"one past the bound would pass", false, maxTries, always, maxTries, Regressed},
+		{"no time left after the first", false, 2, func() bool { return false }, 1, Regressed},
+		{"each tries every one", true, 0, always, len(order), ProposalPrepared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tryInOrder(order, tc.each, tc.more, outcomes(tc.pass))
+			if err != nil || len(got) != tc.want {
+				t.Fatalf("tryInOrder = %d attempts, %v; want %d", len(got), err, tc.want)
+			}
+			r := &Report{Attempts: got}
+			r.finish(0, tc.each)
+			if r.Outcome != tc.out {
+				t.Errorf("outcome %s; want %s", r.Outcome, tc.out)
+			}
+		})
+	}
+}
+
+// TestFinish_TriesUntilOneProposes: without -each an earlier attempt that
+// was inconclusive does not hide the proposal a later one prepared; with
+// -each an inconclusive attempt makes the run inconclusive.
+func TestFinish_TriesUntilOneProposes(t *testing.T) {
+	attempts := []Attempt{{Outcome: ValidationInconclusive}, {Outcome: ProposalPrepared}}
+	r := &Report{Attempts: attempts}
+	r.finish(0, false)
+	if r.Outcome != ProposalPrepared || r.ExitCode != 0 {
+		t.Errorf("tries: outcome %s (exit %d); want proposal_prepared (0)", r.Outcome, r.ExitCode)
+	}
+	r = &Report{Attempts: attempts}
+	r.finish(0, true)
+	if r.Outcome != ValidationInconclusive {
+		t.Errorf("-each: outcome %s; want validation_inconclusive", r.Outcome)
+	}
+}

@@ -1,0 +1,3 @@
+module stockade.test/repo/host-service
+
+go 1.24

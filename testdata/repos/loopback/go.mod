@@ -1,0 +1,3 @@
+module stockade.test/repo/loopback
+
+go 1.24
