@@ -244,6 +244,7 @@ var (
 	ErrNotWritable    = errors.New("sandbox: target cannot be written")
 	ErrSpecMismatch   = errors.New("sandbox: existing sandbox does not match the requested spec")
 	ErrSizeNotALength = errors.New("sandbox: size is not a length")
+	ErrInvalidEnv     = errors.New("sandbox: invalid environment")
 	// ErrNetworkingUnsupported: the backend cannot give Spec.Networking as
 	// asked on this engine (NetLimited where the gate's network cannot be
 	// isolated, NetUnrestricted where sandboxes could reach each other)
@@ -325,11 +326,11 @@ func ReservedEnvName(k string) bool {
 
 // ValidateEnv checks every name and value of env: names must be ValidEnvName
 // and not ReservedEnvName, values may not hold NUL, and env may hold at most
-// 256 variables and 64 KiB in all. Names are checked in sorted order so the
-// error is stable.
+// 256 variables and 64 KiB in all; a violation matches ErrInvalidEnv. Names
+// are checked in sorted order so the error is stable.
 func ValidateEnv(env map[string]string) error {
 	if len(env) > maxEnvVars {
-		return fmt.Errorf("sandbox: %d environment variables, at most %d", len(env), maxEnvVars)
+		return fmt.Errorf("%w: %d environment variables, at most %d", ErrInvalidEnv, len(env), maxEnvVars)
 	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -341,16 +342,16 @@ func ValidateEnv(env map[string]string) error {
 		v := env[k]
 		switch {
 		case !ValidEnvName(k):
-			return fmt.Errorf("sandbox: invalid environment name %q: want a letter or '_' then letters, digits or '_'", k)
+			return fmt.Errorf("%w: name %q: want a letter or '_' then letters, digits or '_'", ErrInvalidEnv, k)
 		case ReservedEnvName(k):
-			return fmt.Errorf("sandbox: environment name %q is reserved for the backend", k)
+			return fmt.Errorf("%w: name %q is reserved for the backend", ErrInvalidEnv, k)
 		case strings.IndexByte(v, 0) >= 0:
-			return fmt.Errorf("sandbox: environment value of %q holds a NUL byte", k)
+			return fmt.Errorf("%w: the value of %q holds a NUL byte", ErrInvalidEnv, k)
 		}
 		total += len(k) + 1 + len(v)
 	}
 	if total > maxEnvBytes {
-		return fmt.Errorf("sandbox: environment of %d bytes, at most %d", total, maxEnvBytes)
+		return fmt.Errorf("%w: %d bytes in all, at most %d", ErrInvalidEnv, total, maxEnvBytes)
 	}
 	return nil
 }
