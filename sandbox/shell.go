@@ -100,7 +100,7 @@ const PreserveModeShell = preservemodeScript
 
 // BulkPrepareShell runs before an upload, with the targets as arguments in
 // order. For each it checks sf_fault and creates missing parents as the
-// sandbox user (so the engine, which extracts as root, never has to). At the
+// sandbox user (so the upload never has to). At the
 // first fault it stops with that fault's code and line; the targets before
 // it are ready. Each directory is checked once, however many targets share
 // it.

@@ -117,9 +117,11 @@ type BulkOps struct {
 var ErrNotLanded = errors.New("sandbox: the one-step write did not run")
 
 // ExtractArgv is the command that extracts, as the sandbox user, a
-// BulkWrite's archive read from its stdin into dir: how a backend uploads
-// without the engine's archive API (Kubernetes always, Docker through its
-// resident agent). Every member is then the user's.
+// BulkWrite's archive read from its stdin into dir: how every backend
+// uploads (Kubernetes from its exec's stdin, Docker through its resident
+// agent, else ExtractSizedArgv), never through an engine API that
+// extracts as root. Every member is then the user's, and lands only where
+// the user may write.
 func ExtractArgv(dir string) []string { return []string{"tar", "-x", "-f", "-", "-C", dir} }
 
 // ExtractSizedArgv is ExtractArgv for a backend whose engine cannot end
