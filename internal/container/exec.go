@@ -39,9 +39,14 @@ const OOMLine = "stockade: killed: out of memory"
 const NotStartedLine = "stockade: exec: the command could not be started"
 
 // ExitEngineNotStarted is the status Docker gives an exec whose process
-// its runtime could not start; its ExecInspect then has Pid 0. Engines
-// that cannot tell (a resident agent's transport, pods/exec) report Pid -1.
-const ExitEngineNotStarted = 126
+// its runtime could not start (Podman gives exitPodmanNotStarted); its
+// ExecInspect then has Pid 0. Engines that cannot tell (a resident agent's
+// transport, pods/exec) report Pid -1.
+const (
+	ExitEngineNotStarted = 126
+	exitPodmanNotStarted = 125
+	runtimeNotStarted    = "unable to start container process"
+)
 
 // Exit codes of kill.sh.
 const (
@@ -295,11 +300,15 @@ func Exec(ctx context.Context, eng ExecEngine, id string, s ExecSpec) (res Resul
 	switch {
 	case code == 2 && !timedOut && stderr.endsWith(NotStartedLine+"\n"):
 		return res, fmt.Errorf("%w: the wrapper in %s could not fork the command (pids limit reached)", ErrNotStarted, id)
-	case code == ExitEngineNotStarted && x.finished && x.pid == 0:
-		// Docker's answer when its runtime could not start the exec's
-		// process at all (no pid was free for it): status 126, no pid,
-		// and the runtime's message as output.
-		return res, fmt.Errorf("%w: the engine could not start the exec in %s: %s", ErrNotStarted, id, strings.TrimSpace(stdout.String()))
+	case x.finished && x.pid == 0 && (code == ExitEngineNotStarted ||
+		code == exitPodmanNotStarted && bytes.Contains(append(stdout.Bytes(), stderr.Bytes()...), []byte(runtimeNotStarted))):
+		// The engine's answer when its runtime could not start the exec's
+		// process at all (no pid was free for it): status 126 and no pid
+		// (Docker, which gives every started exec its pid), or 125 and
+		// the runtime's message (Podman, which gives none a pid; a
+		// command of the session that printed it and exited 125 is
+		// taken for not started, which only its own result shows).
+		return res, fmt.Errorf("%w: the engine could not start the exec in %s: %s", ErrNotStarted, id, strings.TrimSpace(stdout.String()+stderr.String()))
 	}
 	log.Debug("exec done", "exit", code, "timedout", timedOut, "oom", res.OOMKilled, "dur", res.Phases.Wait)
 	return res, nil
