@@ -121,3 +121,27 @@ func TestExportShape(t *testing.T) {
 		})
 	}
 }
+
+// TestSameVolumeOptions: adoption compares what the spec asks of a volume,
+// not its owner (volumes made before the owner was named have none) nor
+// the keys an engine adds (Podman's UID and GID).
+func TestSameVolumeOptions(t *testing.T) {
+	want := volumeOptions("/workspace", 1<<20, 4242)
+	for _, tt := range []struct {
+		name string
+		got  map[string]string
+		same bool
+	}{
+		{"equal", volumeOptions("/workspace", 1<<20, 4242), true},
+		{"podman's keys", map[string]string{"type": "tmpfs", "device": "tmpfs", "o": want["o"], "UID": "4242", "GID": "4242"}, true},
+		{"no owner", map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "nr_blocks=256,mode=0777,nosuid,nodev"}, true},
+		{"another user", volumeOptions("/workspace", 1<<20, 65534), true},
+		{"another size", volumeOptions("/workspace", 2<<20, 4242), false},
+		{"another mode", volumeOptions("/tmp", 1<<20, 4242), false},
+		{"no type", map[string]string{"device": "tmpfs", "o": want["o"]}, false},
+	} {
+		if got := sameVolumeOptions(tt.got, want); got != tt.same {
+			t.Errorf("%s: sameVolumeOptions(%q) = %v; want %v", tt.name, tt.got, got, tt.same)
+		}
+	}
+}
