@@ -40,7 +40,7 @@ type Harness struct {
 	Other sandbox.Provider
 	// Image is present in the backend and has a BusyBox-compatible
 	// /bin/sh with id, ps, sleep, setsid, dd, head, stat, mkfifo, find, md5sum,
-	// truncate, grep, tr and xargs; for the gate cases (Gate set), also
+	// truncate, grep, tr, xargs, tar and kill; for the gate cases (Gate set), also
 	// a `busybox` with wget, nc (with -e), nslookup and ssl_client.
 	Image string
 	// OtherImage is a second image (another ID) for the spec-mismatch
