@@ -45,11 +45,11 @@ func (r *OOMRecord) Argv(id string) []string {
 	return []string{"/bin/sh", "-c", oomCountScript, "stockade-oom", strconv.FormatInt(n, 10)}
 }
 
-// Verdict reads the exit code of Argv's command for container id: whether
-// an out-of-memory kill happened since the count last attributed, which
-// it records. Any other code (the check killed, say) is no verdict:
-// false, and nothing recorded.
-func (r *OOMRecord) Verdict(id string, code int) bool {
+// Verdict reads the exit code of Argv's command for container id: oom
+// says whether an out-of-memory kill happened since the count last
+// attributed, which it records. Any other code (no count readable, the
+// check killed) is no answer: ok false, and nothing recorded.
+func (r *OOMRecord) Verdict(id string, code int) (oom, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.seen == nil {
@@ -58,12 +58,12 @@ func (r *OOMRecord) Verdict(id string, code int) bool {
 	switch {
 	case code >= oomMoved && code <= oomMoved+oomMaxStep:
 		r.seen[id] += int64(code - oomMoved)
-		return code > oomMoved
+		return code > oomMoved, true
 	case code >= oomReset && code <= oomReset+oomMaxStep:
 		r.seen[id] = int64(code - oomReset)
-		return code > oomReset
+		return code > oomReset, true
 	}
-	return false
+	return false, false
 }
 
 // Forget drops container id's record (it is removed).

@@ -39,21 +39,21 @@ func TestOOMRecordVerdict(t *testing.T) {
 	var r container.OOMRecord
 	seen := func() string { return r.Argv("c")[4] }
 	for _, tt := range []struct {
-		code int
-		oom  bool
-		seen string
+		code    int
+		oom, ok bool
+		seen    string
 	}{
-		{10, false, "0"},  // unchanged
-		{11, true, "1"},   // moved by one
-		{13, true, "4"},   // by three more
-		{10, false, "4"},  // unchanged again
-		{137, false, "4"}, // the check was killed: no verdict
-		{3, false, "4"},   // no count readable
-		{60, false, "0"},  // a new cgroup at 0
-		{62, true, "2"},   // a new cgroup with two
+		{10, false, true, "0"},   // unchanged
+		{11, true, true, "1"},    // moved by one
+		{13, true, true, "4"},    // by three more
+		{10, false, true, "4"},   // unchanged again
+		{137, false, false, "4"}, // the check was killed: no verdict
+		{3, false, false, "4"},   // no count readable
+		{60, false, true, "0"},   // a new cgroup at 0
+		{62, true, true, "2"},    // a new cgroup with two
 	} {
-		if got := r.Verdict("c", tt.code); got != tt.oom || seen() != tt.seen {
-			t.Errorf("Verdict(%d) = %v, seen %s; want %v, %s", tt.code, got, seen(), tt.oom, tt.seen)
+		if oom, ok := r.Verdict("c", tt.code); oom != tt.oom || ok != tt.ok || seen() != tt.seen {
+			t.Errorf("Verdict(%d) = %v, %v, seen %s; want %v, %v, %s", tt.code, oom, ok, seen(), tt.oom, tt.ok, tt.seen)
 		}
 	}
 	r.Forget("c")
@@ -77,7 +77,11 @@ func TestOOMCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.Verdict(id, res.ExitCode)
+		oom, ok := r.Verdict(id, res.ExitCode)
+		if !ok {
+			t.Fatalf("the check answered %d", res.ExitCode)
+		}
+		return oom
 	}
 	if check() {
 		t.Errorf("a fresh container: OOM")

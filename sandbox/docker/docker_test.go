@@ -33,6 +33,11 @@ func (c *counting) ExecStart(ctx context.Context, id string, stdout, stderr io.W
 	return c.engine.ExecStart(ctx, id, stdout, stderr)
 }
 
+func (c *counting) ExecStartStdin(ctx context.Context, id string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c.n.Add(1)
+	return c.engine.ExecStartStdin(ctx, id, stdin, stdout, stderr)
+}
+
 func (c *counting) ExecInspect(ctx context.Context, id string) (dockerapi.ExecInspect, error) {
 	c.n.Add(1)
 	return c.engine.ExecInspect(ctx, id)

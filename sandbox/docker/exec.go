@@ -198,32 +198,38 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 // oomKilled asks the sandbox's memory cgroup, through an engine exec as
 // root (container.OOMRecord: no process of the session can write into its
 // answer), whether an out-of-memory kill happened since the last one this
-// provider attributed. A sandbox that is gone or stopped is ErrNotFound.
+// provider attributed. A check that gets no answer (its exec failed or was
+// killed) looks at the container for goneSettle: a sandbox that is gone or
+// stopped (a Reap cut the command, and the engine had not yet recorded it
+// when the check started) is ErrNotFound.
 func (b *box) oomKilled(ctx context.Context) (bool, error) {
 	res, err := b.engineExec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(b.id), User: "0:0", AsRoot: true, Dir: "/",
 		Timeout: oomCheckBudget, OutputCap: 4 << 10})
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
+	if errors.Is(err, sandbox.ErrNotFound) {
 		return false, err
-	case err != nil:
-		if b.gone(ctx) {
-			return false, fmt.Errorf("docker: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
+	}
+	if err == nil && !res.TimedOut {
+		if oom, ok := b.p.oom.Verdict(b.id, res.ExitCode); ok {
+			return oom, nil
 		}
-		b.p.log.Warn("out-of-memory check", "container", b.name, "err", err)
-		return false, nil
-	case res.TimedOut:
-		return false, nil
 	}
-	if oom := b.p.oom.Verdict(b.id, res.ExitCode); oom {
-		return true, nil
+	for t := time.Now(); ; {
+		if b.gone(ctx) {
+			return false, fmt.Errorf("docker: session %s: %w: the sandbox stopped under the command", b.session, sandbox.ErrNotFound)
+		}
+		if time.Since(t) > goneSettle || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, 100*time.Millisecond, false)
 	}
-	// The check may have run while a Reap's kill was still on its way
-	// through the engine: look once more.
-	if b.gone(ctx) {
-		return false, fmt.Errorf("docker: session %s: %w: the sandbox stopped under the command", b.session, sandbox.ErrNotFound)
-	}
+	b.p.log.Warn("out-of-memory check got no answer", "container", b.name, "exit", res.ExitCode, "err", err)
 	return false, nil
 }
+
+// goneSettle is how long oomKilled looks for a container going away after
+// its check got no answer: the engine records a killed container's end a
+// moment after its processes died.
+const goneSettle = 3 * time.Second
 
 // gone reports whether b's container no longer exists or no longer runs.
 func (b *box) gone(ctx context.Context) bool {

@@ -116,24 +116,20 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 // that is gone is ErrNotFound.
 func (b *box) oomKilled(ctx context.Context) (bool, error) {
 	res, err := b.exec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(string(b.uid)), Timeout: oomCheckBudget, OutputCap: 4 << 10})
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
+	if errors.Is(err, sandbox.ErrNotFound) {
 		return false, err
-	case err != nil:
-		if b.gone(ctx) {
-			return false, fmt.Errorf("kubernetes: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
+	}
+	if err == nil && !res.TimedOut {
+		if oom, ok := b.p.oom.Verdict(string(b.uid), res.ExitCode); ok {
+			return oom, nil
 		}
-		b.p.log.Warn("out-of-memory check", "pod", b.pod, "err", err)
-		return false, nil
-	case res.TimedOut:
-		return false, nil
 	}
-	if oom := b.p.oom.Verdict(string(b.uid), res.ExitCode); oom {
-		return true, nil
-	}
+	// No answer: a pod being deleted (its deletion is recorded before its
+	// processes die) explains it.
 	if b.gone(ctx) {
 		return false, fmt.Errorf("kubernetes: session %s: %w: the pod went under the command", b.session, sandbox.ErrNotFound)
 	}
+	b.p.log.Warn("out-of-memory check got no answer", "pod", b.pod, "exit", res.ExitCode, "err", err)
 	return false, nil
 }
 
