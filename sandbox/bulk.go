@@ -26,14 +26,15 @@ const (
 //  1. run BulkPrepareShell with the targets as arguments (one exec); pass its
 //     exit code and stderr to Fault, which, at a fault, keeps only the
 //     targets before it;
-//  2. if Delivered is not empty, upload Archive, extracted in workdir with
-//     the container user as owner (one archive upload);
+//  2. if Delivered is not empty, upload Archive, extracted in workdir by
+//     the sandbox user (one upload: tar(1) as that user, ExtractArgv);
 //  3. run BulkRenameShell with Manifest and DirList (one exec) and pass its
 //     result to Fault;
 //  4. after any failure from step 2 on, run BulkDiscardShell with
-//     Delivered; for each path LeftBehind reports (something the engine
-//     made that the sandbox user cannot remove), upload EmptyArchive of
-//     them and discard again.
+//     Delivered; LeftBehind reports what is still there. (An upload that
+//     extracted as root could leave what the user cannot remove, which
+//     EmptyArchive replaced; the backends here extract as the user, so
+//     what is left is the session's own doing.)
 //
 // Staged files sit in a directory named TempName in each target's directory,
 // under their final base names, so one mv per directory lands them and each
@@ -171,8 +172,7 @@ func (b *BulkWrite) Archive(w io.Writer) error {
 
 // Members writes a tar of the staging directories and the staged files
 // alone. Files are mode 0644 and directories 0700; owners are left to the
-// upload (the backend asks the engine to give everything to the container's
-// user).
+// upload, which extracts as the sandbox user.
 func (b *BulkWrite) Members(w io.Writer) error {
 	tw := tar.NewWriter(w)
 	if err := b.members(tw); err != nil {

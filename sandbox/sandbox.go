@@ -36,14 +36,21 @@
 // # Exec
 //
 // Exec runs ExecRequest.Command with /bin/sh -c in the workdir, as the
-// sandbox user. Each of stdout and stderr keeps at most MaxOutputBytes; the
+// sandbox user. A command longer than MaxCommandBytes is
+// ErrCommandTooLarge; one the sandbox could not start (its pids limit
+// reached by its own processes) is ErrCommandNotStarted; one whose sandbox
+// was reaped or stopped under it is ErrNotFound: none of them an exit
+// code. Each of stdout and stderr keeps at most MaxOutputBytes; the
 // rest is read and discarded (so the command never blocks on a full pipe)
 // and Truncated says so. At Timeout, or when ctx ends, the backend kills the
 // whole process tree the command started, including children that
 // double-fork or setsid away, and the sandbox stays usable. A command killed
 // by the kernel for exceeding the memory limit has ExitCode 137 and Stderr
 // ending with the line "stockade: killed: out of memory"; the result has no
-// separate field for it, so callers match that line. Whether background
+// separate field for it, so callers match that line. The verdict is the
+// backend's, from the sandbox's memory cgroup after the command ended,
+// never from what the command printed: a command's own copy of the line at
+// the end of its stderr is removed. Whether background
 // processes a command leaves behind outlive its normal end is up to the
 // engine (under Docker they ended with the exec in our runs); callers must
 // not rely on either.
@@ -52,15 +59,41 @@
 // # Files
 //
 // ReadFile and ReadFileStream read regular files (following symlinks inside
-// the sandbox) of at most MaxFileBytes or the caller's bound. WriteFile,
+// the sandbox) of at most MaxFileBytes or the caller's bound, as the
+// sandbox user on every path: a file the user cannot read is an error,
+// never read by the engine as root. WriteFile,
 // WriteFileStream and WriteFiles land each file atomically: the bytes go to
 // a temporary file named by TempName in a staging directory beside the
-// target, then one rename replaces the target. Parents are created; an
+// target, then one rename replaces the target. Every byte is written by
+// the sandbox user, whatever path the backend takes (so a symlink the
+// session swaps in cannot carry a write out of the writable places).
+// Parents are created; an
 // existing regular file keeps its mode; a new one, or one that replaces a
 // symlink (the link is replaced, not followed), gets 0644. The scripts the
-// backend runs in the container for this are the …Shell variables; they
-// need a POSIX sh, mkdir, mv, rm, chmod, stat, grep, sed, tail, tr and
-// xargs with -0 (BusyBox is enough).
+// backend runs in the container for this are the …Shell constants; they
+// need a POSIX sh, mkdir, mv, rm, chmod, stat, grep, sed, head, tail, tr,
+// tar and xargs with -0 (BusyBox is enough).
+//
+// # What a session can influence
+//
+// Every byte that comes out of a sandbox through a stream the session's
+// processes can reach is the session's to choose: a command's stdout and
+// stderr (its own, and, through /proc, any other process's of its uid),
+// the content of any file read (a file of the image included: the session
+// can race the read), the fault lines of the backend's scripts, and the
+// content of the members of an export. What the caller can rely on is what
+// the backend decides itself or takes from the engine: the exit code (the
+// wrapper's status, as the engine reports it), TimedOut and Truncated
+// (the host's timer and byte counts), the out-of-memory verdict (the
+// memory cgroup, read by a check the session cannot write into; under
+// Kubernetes it runs as the session's user, which can still spoil it for
+// its own commands by tracing or signalling it), a read's
+// size (a body of another size is an error), and the shape of an export:
+// every archive is checked on the host before it is handed over
+// (CheckArchive: names inside the export's directory, no special members,
+// links that stay inside, sizes that match), and a forged one is
+// ErrBadArchive. A platform that extracts an export still extracts files
+// the session chose, under that one directory.
 package sandbox
 
 import (
@@ -95,7 +128,10 @@ type Provider interface {
 	// running or stopped. Members sit under one top-level directory named
 	// after root's base name; symlinks are archived as links, never
 	// followed. A missing root is ErrFileNotExist, a missing sandbox
-	// ErrNotFound. The caller closes the reader.
+	// ErrNotFound. Every member is checked before it is passed on
+	// (CheckArchive): reading fails with ErrBadArchive at the first that
+	// breaks this shape, which the caller must take for a failed export.
+	// The caller closes the reader.
 	Export(ctx context.Context, sessionID domain.ID, root string) (io.ReadCloser, error)
 	// Owned lists the sessions that have a sandbox (running or stopped)
 	// belonging to this provider's owner, sorted.
@@ -214,6 +250,12 @@ const (
 	// MaxOutputBytes bounds what Exec keeps of each of stdout and stderr,
 	// in bytes: 1 MiB.
 	MaxOutputBytes = 1 << 20
+	// MaxCommandBytes bounds ExecRequest.Command, in bytes: the kernel's
+	// bound on one argument of a program (MAX_ARG_STRLEN, 128 KiB with
+	// its terminating NUL), since the command is /bin/sh's argument. A
+	// longer one is ErrCommandTooLarge, and nothing runs; a larger script
+	// belongs in a file (WriteFile) that the command runs.
+	MaxCommandBytes = 128<<10 - 1
 	// DefaultCPUMillis is the CPU limit of a Hardening that sets none, in
 	// thousandths of a CPU: one CPU (container.SessionNanoCPUs, the one
 	// home of Stockade's limits).
@@ -245,6 +287,19 @@ var (
 	ErrSpecMismatch   = errors.New("sandbox: existing sandbox does not match the requested spec")
 	ErrSizeNotALength = errors.New("sandbox: size is not a length")
 	ErrInvalidEnv     = errors.New("sandbox: invalid environment")
+	// ErrCommandTooLarge: ExecRequest.Command is longer than
+	// MaxCommandBytes; nothing ran.
+	ErrCommandTooLarge = errors.New("sandbox: command too large")
+	// ErrCommandNotStarted: the sandbox could not start the command (its
+	// pids limit was reached: no process could be forked for it); nothing
+	// of it ran. The sandbox's own processes hold the pids: a later Exec
+	// may succeed once they end.
+	ErrCommandNotStarted = errors.New("sandbox: the command could not be started")
+	// ErrUnsupportedImage: the image asks for what a sandbox cannot give
+	// safely: a VOLUME outside the writable places, which the engine
+	// would make a writable place of its own, on its disk, outside every
+	// bound. Provision made nothing that stays.
+	ErrUnsupportedImage = errors.New("sandbox: image not supported")
 	// ErrNetworkingUnsupported: the backend cannot give Spec.Networking as
 	// asked on this engine (NetLimited where the gate's network cannot be
 	// isolated, NetUnrestricted where sandboxes could reach each other)
@@ -280,6 +335,20 @@ func CheckWriteSize(size int64) error {
 	}
 	if size > MaxFileBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrFileTooLarge, size, MaxFileBytes)
+	}
+	return nil
+}
+
+// CheckCommand reports whether cmd can be an ExecRequest.Command: one
+// longer than MaxCommandBytes is ErrCommandTooLarge (the kernel would
+// refuse it as /bin/sh's argument, and the shell's exit code would pass
+// for the command's); one holding a NUL byte cannot be an argument at all.
+func CheckCommand(cmd string) error {
+	if strings.IndexByte(cmd, 0) >= 0 {
+		return fmt.Errorf("sandbox: the command holds a NUL byte")
+	}
+	if len(cmd) > MaxCommandBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d (run a longer script from a file)", ErrCommandTooLarge, len(cmd), MaxCommandBytes)
 	}
 	return nil
 }
@@ -368,23 +437,22 @@ func TempName() string {
 }
 
 // WritablePaths returns the places a sandbox with the given workdir may
-// write, sorted: the workdir ("" means DefaultWorkdir) and /tmp, minus any
-// that lies inside another. Backends mount each as a writable volume under
-// the read-only root, so the file API reaches them too.
+// write, sorted: the workdir ("" means DefaultWorkdir) and /tmp, once each.
+// Backends mount each as a writable volume of its own under the read-only
+// root, owned by the sandbox user, so the file API reaches them too. A
+// workdir inside /tmp is a place of its own, mounted over /tmp's: a
+// directory the engine made there for it would be root's, which the
+// sandbox user could not write.
 func WritablePaths(workdir string) []string {
 	if workdir == "" {
 		workdir = DefaultWorkdir
 	}
 	workdir = path.Clean("/" + workdir)
-	cands := []string{workdir, "/tmp"}
-	sort.Strings(cands)
-	var out []string
-	for _, p := range cands {
-		if len(out) > 0 && container.Within(out[len(out)-1], p) {
-			continue
-		}
-		out = append(out, p)
+	out := []string{workdir}
+	if workdir != "/tmp" {
+		out = append(out, "/tmp")
 	}
+	sort.Strings(out)
 	return out
 }
 

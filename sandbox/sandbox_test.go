@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -95,7 +98,7 @@ func TestWritablePaths(t *testing.T) {
 		{"/workspace", []string{"/tmp", "/workspace"}},
 		{"/src/app", []string{"/src/app", "/tmp"}},
 		{"/tmp", []string{"/tmp"}},
-		{"/tmp/work", []string{"/tmp"}},
+		{"/tmp/work", []string{"/tmp", "/tmp/work"}},
 		{"/tmpx", []string{"/tmp", "/tmpx"}},
 		{"/a/../b/", []string{"/b", "/tmp"}},
 	} {
@@ -178,5 +181,22 @@ func TestHardeningIsZero(t *testing.T) {
 		if h.IsZero() {
 			t.Errorf("Hardening with %s set: IsZero() = true", typ.Field(i).Name)
 		}
+	}
+}
+
+// TestWriteRunsNestedRoots: a file goes in a run of the innermost place
+// holding it (a workdir below /tmp is a filesystem of its own: a rename
+// from /tmp's staging into it would cross filesystems).
+func TestWriteRunsNestedRoots(t *testing.T) {
+	roots := WritablePaths("/tmp/work")
+	var got []string
+	err := WriteRuns(context.Background(), "test", roots, []FileWrite{
+		{Path: "/tmp/work/a"}, {Path: "/tmp/work/d/b"}, {Path: "/tmp/c"}, {Path: "/tmp/workx"},
+	}, func(_ context.Context, bw *BulkWrite, files []FileWrite) error {
+		got = append(got, path.Dir(bw.Manifest)+":"+strconv.Itoa(len(files)))
+		return nil
+	})
+	if want := []string{"/tmp/work:2", "/tmp:2"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("WriteRuns = %q, %v; want runs %q", got, err, want)
 	}
 }

@@ -1,16 +1,18 @@
 package sandbox
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stockade/stockade/sandbox/internal/scriptgen"
 )
 
 // exitConsts returns the Exit… constants declared in shell.go with their
@@ -140,22 +142,29 @@ func TestScriptExitCodes(t *testing.T) {
 	}
 }
 
-// TestScriptsEmbedded checks that every scripts/*.sh file is embedded by
-// shell.go, so no script is tested on the host but never shipped.
-func TestScriptsEmbedded(t *testing.T) {
+// TestScriptsGenerated checks that zscripts.go is what go generate makes of
+// scripts/*.sh now, and that shell.go uses every script's constant, so no
+// script is tested on the host but never shipped, or shipped stale.
+func TestScriptsGenerated(t *testing.T) {
+	want, err := scriptgen.Render("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(scriptgen.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is stale: run go generate ./sandbox", scriptgen.Output)
+	}
 	src, err := os.ReadFile("shell.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob("scripts/*.sh")
-	embedded := regexp.MustCompile(`(?m)^\s*//go:embed (\S+)$`).FindAllStringSubmatch(string(src), -1)
-	var names []string
-	for _, m := range embedded {
-		names = append(names, m[1])
-	}
 	for _, f := range files {
-		if !slices.Contains(names, filepath.ToSlash(f)) {
-			t.Errorf("%s is not embedded by shell.go", f)
+		if !regexp.MustCompile(`\b` + scriptgen.ConstName(filepath.Base(f)) + `\b`).Match(src) {
+			t.Errorf("%s (%s) is not used by shell.go", f, scriptgen.ConstName(filepath.Base(f)))
 		}
 	}
 }

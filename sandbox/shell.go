@@ -1,6 +1,6 @@
 package sandbox
 
-import _ "embed" // the scripts live in scripts/*.sh
+//go:generate go run gen_scripts.go
 
 // Exit codes of the …Shell scripts. They sit above the codes commands
 // commonly use and below 126, where the shell's own codes start, so a
@@ -47,9 +47,9 @@ const TempPrefix = ".stockade-tmp-"
 
 // The scripts the backends run inside a sandbox live in scripts/*.sh, where
 // they can be read, linted and run on the host as shell (the tests run each
-// under BusyBox sh and dash), and are embedded here. The …Shell values were
-// constants in the first API; embedding makes them variables of type string
-// with the same names: treat them as constants.
+// under BusyBox sh and dash); go generate copies each into zscripts.go as a
+// constant (gen_scripts.go), so the …Shell scripts are constants, as in
+// the first API. TestScriptsGenerated fails when zscripts.go is stale.
 //
 // Every script reports a fault on stderr as one line
 //
@@ -69,26 +69,6 @@ const TempPrefix = ".stockade-tmp-"
 // Every exit code a script uses other than 0 and 1 names its Exit… constant
 // in a comment on its line; TestScriptExitCodes holds them to the values
 // here.
-var (
-	//go:embed scripts/lib.sh
-	shellLib string
-	//go:embed scripts/pathfault.sh
-	pathFaultBody string
-	//go:embed scripts/unreplaceable.sh
-	unreplaceableBody string
-	//go:embed scripts/preservemode.sh
-	preserveModeBody string
-	//go:embed scripts/bulkprepare.sh
-	bulkPrepareBody string
-	//go:embed scripts/bulkrename.sh
-	bulkRenameBody string
-	//go:embed scripts/bulkdiscard.sh
-	bulkDiscardBody string
-	//go:embed scripts/readfile.sh
-	readFileBody string
-	//go:embed scripts/export.sh
-	exportBody string
-)
 
 // PathFaultShell diagnoses one target: run as
 //
@@ -97,7 +77,7 @@ var (
 // it exits 0 when a new file could replace PATH, else with
 // ExitPathIsDirectory, ExitPathNotDirectory, ExitPathNotWritable or
 // ExitPathNotReplaceable and a fault line on stderr.
-var PathFaultShell = shellLib + pathFaultBody
+const PathFaultShell = libScript + pathfaultScript
 
 // UnreplaceableShell checks, for each PATH argument, that a rename could
 // replace it: not another user's file in a sticky directory and not a mount
@@ -105,7 +85,7 @@ var PathFaultShell = shellLib + pathFaultBody
 // ExitPathNotReplaceable with a fault line at the first that fails, else 0.
 // Backends run it to explain a rename that failed although PathFaultShell
 // found nothing wrong.
-var UnreplaceableShell = shellLib + unreplaceableBody
+const UnreplaceableShell = libScript + unreplaceableScript
 
 // PreserveModeShell defines pm_apply MANIFEST TMP, which gives each staged
 // file whose target is an existing regular file the target's permission
@@ -116,15 +96,15 @@ var UnreplaceableShell = shellLib + unreplaceableBody
 // (through xargs -0, so any number of targets and any bytes but newline in
 // their names) for all targets and one chmod per distinct mode, whatever the
 // number of files. BulkRenameShell includes it.
-var PreserveModeShell = preserveModeBody
+const PreserveModeShell = preservemodeScript
 
 // BulkPrepareShell runs before an upload, with the targets as arguments in
 // order. For each it checks sf_fault and creates missing parents as the
-// sandbox user (so the engine, which extracts as root, never has to). At the
+// sandbox user (so the upload never has to). At the
 // first fault it stops with that fault's code and line; the targets before
 // it are ready. Each directory is checked once, however many targets share
 // it.
-var BulkPrepareShell = shellLib + bulkPrepareBody
+const BulkPrepareShell = libScript + bulkprepareScript
 
 // BulkRenameShell lands a delivered bulk write: run as
 //
@@ -143,13 +123,13 @@ var BulkPrepareShell = shellLib + bulkPrepareBody
 // stops the rest with the fault of the first target, in manifest order, that
 // did not land; targets later in the manifest but in a directory already
 // done may have landed.
-var BulkRenameShell = shellLib + PreserveModeShell + bulkRenameBody
+const BulkRenameShell = libScript + PreserveModeShell + bulkrenameScript
 
 // BulkDiscardShell removes what a bulk write delivered and did not land: run
 // with the paths of BulkWrite.Delivered as arguments, it removes each (with
 // whatever is inside) and prints "left PATH" for each that is still there,
 // which BulkWrite.LeftBehind reads. It always exits 0.
-var BulkDiscardShell = bulkDiscardBody
+const BulkDiscardShell = bulkdiscardScript
 
 // ReadFileShell reads one file for a backend whose engine has no file API
 // (sandbox/kubernetes): run as
@@ -161,7 +141,7 @@ var BulkDiscardShell = bulkDiscardBody
 // above MAXBYTES (exit ExitFileTooLarge), the file's bytes. Symlinks are
 // followed inside the sandbox. The caller checks that exactly that many
 // bytes came: a file that changed size while read is an error.
-var ReadFileShell = readFileBody
+const ReadFileShell = readfileScript
 
 // ExportShell writes the tar Provider.Export promises for a backend whose
 // engine has no archive API: run as
@@ -171,4 +151,4 @@ var ReadFileShell = readFileBody
 // it writes an uncompressed tar of ROOT to stdout with every member under
 // ROOT's base name and symlinks (ROOT included) archived as links, or
 // exits ExitFileNotExist, having written nothing, when ROOT is missing.
-var ExportShell = exportBody
+const ExportShell = exportScript

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -74,14 +75,16 @@ func WriteRuns(ctx context.Context, backend string, roots []string, files []File
 	return stop
 }
 
-// rootOf returns the root of roots holding p, or "".
+// rootOf returns the innermost root of roots (sorted) holding p, or "":
+// the place, and so the filesystem, p is in.
 func rootOf(roots []string, p string) string {
+	in := ""
 	for _, r := range roots {
 		if p == r || strings.HasPrefix(p, r+"/") {
-			return r
+			in = r
 		}
 	}
-	return ""
+	return in
 }
 
 // BulkOps are a backend's three moves of a bulk write, for BulkWrite.Run.
@@ -114,10 +117,20 @@ type BulkOps struct {
 var ErrNotLanded = errors.New("sandbox: the one-step write did not run")
 
 // ExtractArgv is the command that extracts, as the sandbox user, a
-// BulkWrite's archive read from its stdin into dir: how a backend uploads
-// without the engine's archive API (Kubernetes always, Docker through its
-// resident agent). Every member is then the user's.
+// BulkWrite's archive read from its stdin into dir: how every backend
+// uploads (Kubernetes from its exec's stdin, Docker through its resident
+// agent, else ExtractSizedArgv), never through an engine API that
+// extracts as root. Every member is then the user's, and lands only where
+// the user may write.
 func ExtractArgv(dir string) []string { return []string{"tar", "-x", "-f", "-", "-C", dir} }
+
+// ExtractSizedArgv is ExtractArgv for a backend whose engine cannot end
+// the command's input (a Docker engine exec: its connection cannot be
+// half-closed): it reads exactly size bytes, the archive's length, and
+// extracts them, as the sandbox user.
+func ExtractSizedArgv(dir string, size int64) []string {
+	return []string{"/bin/sh", "-c", `head -c "$1" | ` + strings.Join(ExtractArgv(`"$2"`), " "), "stockade", strconv.FormatInt(size, 10), dir}
+}
 
 // Run carries out the write of files (the files b was planned with): in
 // one step with ops.Land when it is set and runs, else the sequence of the

@@ -72,6 +72,9 @@ type Mount struct {
 type Spec struct {
 	Image string   // image ID or reference; required
 	Cmd   []string // argv; empty keeps the image's
+	// Entrypoint replaces the image's ENTRYPOINT (and then the image's
+	// CMD is not used either); empty keeps them.
+	Entrypoint []string
 	// Env is the whole environment: the host's never leaks in. The engine
 	// adds the image's own Env under it (images Stockade builds set PATH,
 	// GOROOT, GOTOOLCHAIN=local and CGO_ENABLED=0), and Config adds
@@ -144,6 +147,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	init := s.Init
 	cfg := dockerapi.ContainerConfig{
 		Image:       s.Image,
+		Entrypoint:  s.Entrypoint,
 		Cmd:         s.Cmd,
 		Env:         env,
 		User:        user,

@@ -155,6 +155,10 @@ func TestSessionSpec(t *testing.T) {
 	if cfg.Labels["io.stockade.session"] != "s1" || cfg.Labels["io.stockade.kind"] != "session" || cfg.User != "1000:1000" || *cfg.HostConfig.PidsLimit != SessionPidsLimit {
 		t.Errorf("labels %v user %q", cfg.Labels, cfg.User)
 	}
+	// The main process is Stockade's, whatever the image's ENTRYPOINT.
+	if len(cfg.Entrypoint) == 0 || cfg.Entrypoint[0] != "/bin/sh" || len(cfg.Cmd) != 0 {
+		t.Errorf("entrypoint %q cmd %q; want Stockade's own sleeping shell as the entrypoint", cfg.Entrypoint, cfg.Cmd)
+	}
 }
 
 func TestTimeoutCmd(t *testing.T) {

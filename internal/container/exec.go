@@ -15,17 +15,38 @@ import (
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
-// The scripts of the exec engine. Both run under the container's /bin/sh.
+// The scripts of the exec engine. They run under the container's /bin/sh.
 var (
+	//go:embed scripts/oom.sh
+	oomLib string
 	//go:embed scripts/exec.sh
-	execScript string
+	execBody string
 	//go:embed scripts/kill.sh
 	killScript string
+	//go:embed scripts/oomcount.sh
+	oomCountBody string
+
+	execScript     = oomLib + execBody
+	oomCountScript = oomLib + oomCountBody
 )
 
 // OOMLine is the last line of stderr of a command the kernel killed for
 // memory (exit status 137 while the memory cgroup's oom_kill counter moved).
 const OOMLine = "stockade: killed: out of memory"
+
+// NotStartedLine is the last line of stderr of a wrapper that could not
+// fork its command (exit status 2): Exec returns ErrNotStarted for it.
+const NotStartedLine = "stockade: exec: the command could not be started"
+
+// ExitEngineNotStarted is the status Docker gives an exec whose process
+// its runtime could not start (Podman gives exitPodmanNotStarted); its
+// ExecInspect then has Pid 0. Engines that cannot tell (a resident agent's
+// transport, pods/exec) report Pid -1.
+const (
+	ExitEngineNotStarted = 126
+	exitPodmanNotStarted = 125
+	runtimeNotStarted    = "unable to start container process"
+)
 
 // Exit codes of kill.sh.
 const (
@@ -64,7 +85,8 @@ var (
 	// when it knows the command never started and never will (a resident
 	// agent that was gone before it got the command): Exec returns it at
 	// once, with nothing to kill, and the caller may run the command
-	// another way.
+	// another way. Exec returns it too when the wrapper could not fork the
+	// command (NotStartedLine: the pids limit was reached).
 	ErrNotStarted = errors.New("container: command not started")
 )
 
@@ -93,6 +115,13 @@ type ExecEngine interface {
 	ContainerKill(ctx context.Context, id, signal string) error
 }
 
+// StdinEngine is an ExecEngine that can also feed a command's standard
+// input (ExecSpec.Stdin): *dockerapi.Client, through a hijacked exec.
+type StdinEngine interface {
+	ExecEngine
+	ExecStartStdin(ctx context.Context, execID string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
 // ExecSpec is one command to run in a running container.
 type ExecSpec struct {
 	Argv []string // the command; required; no NUL bytes
@@ -102,6 +131,12 @@ type ExecSpec struct {
 	AsRoot bool
 	Dir    string            // working directory; empty means the container's
 	Env    map[string]string // added to the container's environment
+	// Stdin, when set, is copied to the command's standard input until it
+	// ends or the command does; the engine must be a StdinEngine. The
+	// engine cannot end the input without ending the exec: the command
+	// must stop reading by itself (head -c, say). Nil gives the command
+	// an empty input.
+	Stdin io.Reader
 	// Timeout bounds the command from the exec's start; zero means only ctx.
 	Timeout time.Duration
 	// OutputCap is how many bytes of each stream to keep; the rest is
@@ -177,7 +212,15 @@ func Exec(ctx context.Context, eng ExecEngine, id string, s ExecSpec) (res Resul
 	argv := append([]string{"/bin/sh", "-c", execScript, "stockade-exec", x.marker}, s.Argv...)
 	t := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, DefaultExecCreateBudget)
-	x.execID, err = eng.ExecCreate(cctx, id, dockerapi.ExecConfig{Cmd: argv, Env: env, User: user, WorkingDir: s.Dir, AttachStdout: true, AttachStderr: true})
+	var se StdinEngine
+	if s.Stdin != nil {
+		var ok bool
+		if se, ok = eng.(StdinEngine); !ok {
+			cancel()
+			return res, fmt.Errorf("%w: the engine cannot feed a command's stdin", ErrInvalidSpec)
+		}
+	}
+	x.execID, err = eng.ExecCreate(cctx, id, dockerapi.ExecConfig{Cmd: argv, Env: env, User: user, WorkingDir: s.Dir, AttachStdin: se != nil, AttachStdout: true, AttachStderr: true})
 	cancel()
 	res.Phases.Create = time.Since(t)
 	if err != nil {
@@ -197,7 +240,13 @@ func Exec(ctx context.Context, eng ExecEngine, id string, s ExecSpec) (res Resul
 	defer cancelStream()
 	x.done = make(chan error, 1)
 	t = time.Now()
-	go func() { x.done <- eng.ExecStart(sctx, x.execID, stdout, stderr) }()
+	go func() {
+		if se != nil {
+			x.done <- se.ExecStartStdin(sctx, x.execID, s.Stdin, stdout, stderr)
+			return
+		}
+		x.done <- eng.ExecStart(sctx, x.execID, stdout, stderr)
+	}()
 	var deadline <-chan time.Time
 	if s.Timeout > 0 {
 		tm := time.NewTimer(s.Timeout)
@@ -248,6 +297,19 @@ func Exec(ctx context.Context, eng ExecEngine, id string, s ExecSpec) (res Resul
 	if err != nil {
 		return res, err
 	}
+	switch {
+	case code == 2 && !timedOut && stderr.endsWith(NotStartedLine+"\n"):
+		return res, fmt.Errorf("%w: the wrapper in %s could not fork the command (pids limit reached)", ErrNotStarted, id)
+	case x.finished && x.pid == 0 && (code == ExitEngineNotStarted ||
+		code == exitPodmanNotStarted && bytes.Contains(append(stdout.Bytes(), stderr.Bytes()...), []byte(runtimeNotStarted))):
+		// The engine's answer when its runtime could not start the exec's
+		// process at all (no pid was free for it): status 126 and no pid
+		// (Docker, which gives every started exec its pid), or 125 and
+		// the runtime's message (Podman, which gives none a pid; a
+		// command of the session that printed it and exited 125 is
+		// taken for not started, which only its own result shows).
+		return res, fmt.Errorf("%w: the engine could not start the exec in %s: %s", ErrNotStarted, id, strings.TrimSpace(stdout.String()+stderr.String()))
+	}
 	log.Debug("exec done", "exit", code, "timedout", timedOut, "oom", res.OOMKilled, "dur", res.Phases.Wait)
 	return res, nil
 }
@@ -259,6 +321,7 @@ type execution struct {
 	s            ExecSpec
 	user, marker string
 	execID       string
+	pid          int        // the ended exec's Pid, as ExecInspect gave it
 	done         chan error // the stream's end
 	finished     bool       // done was received
 	log          *slog.Logger
@@ -444,6 +507,7 @@ func (x *execution) waitExit(ctx context.Context) (code int, running bool, err e
 			return -1, false, fmt.Errorf("container: inspect exec in %s: %w", x.id, err)
 		}
 		if !in.Running && in.ExitCode != nil {
+			x.pid = in.Pid
 			return *in.ExitCode, false, nil
 		}
 		if time.Now().After(limit) {

@@ -67,16 +67,19 @@ func ToolchainSpec(sc Scope, purpose, image string, lifetime time.Duration, argv
 // docker-init as PID 1, and a main process that sleeps until the container
 // is removed. A session has no in-container timeout: it lives until the
 // platform reaps it (sandbox.Provider.Reap), and holds no command of its
-// own; each Exec has its timeout.
+// own; each Exec has its timeout. The main process is Stockade's, as its
+// Entrypoint: an image's ENTRYPOINT and CMD play no part in a sandbox,
+// whose commands never go through them (an entrypoint that did not run
+// its arguments would leave the sandbox dead on arrival).
 func SessionSpec(owner, session string, uid int64) Spec {
 	l := label.Base(owner, label.KindSession)
 	l[label.Session] = session
 	return Spec{
-		Cmd:    []string{"/bin/sh", "-c", "while :; do sleep 86400; done"},
-		User:   userString(uid),
-		Limits: SessionLimits(),
-		Init:   true,
-		Labels: l,
+		Entrypoint: []string{"/bin/sh", "-c", "while :; do sleep 86400 || exit 3; done"},
+		User:       userString(uid),
+		Limits:     SessionLimits(),
+		Init:       true,
+		Labels:     l,
 	}
 }
 

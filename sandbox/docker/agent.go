@@ -530,6 +530,8 @@ func (a *agentExec) ExecStart(ctx context.Context, _ string, stdout, stderr io.W
 	return err
 }
 
+// ExecInspect reports the command's state; its Pid is -1 (unknown: the
+// agent forks the wrapper itself, and says so when it cannot).
 func (a *agentExec) ExecInspect(ctx context.Context, _ string) (dockerapi.ExecInspect, error) {
 	killed := 137
 	a.mu.Lock()
@@ -537,20 +539,20 @@ func (a *agentExec) ExecInspect(ctx context.Context, _ string) (dockerapi.ExecIn
 	if k == nil {
 		a.abandoned = true
 		a.mu.Unlock()
-		return dockerapi.ExecInspect{ExitCode: &killed}, nil
+		return dockerapi.ExecInspect{ExitCode: &killed, Pid: -1}, nil
 	}
 	a.mu.Unlock()
 	for cancelled := false; ; {
 		select {
 		case <-k.Done():
 			if code, err := k.Result(); err == nil {
-				return dockerapi.ExecInspect{ExitCode: &code}, nil
+				return dockerapi.ExecInspect{ExitCode: &code, Pid: -1}, nil
 			}
-			return dockerapi.ExecInspect{ExitCode: &killed}, nil
+			return dockerapi.ExecInspect{ExitCode: &killed, Pid: -1}, nil
 		default:
 		}
 		if a.conn.Started(k) {
-			return dockerapi.ExecInspect{Running: true}, nil
+			return dockerapi.ExecInspect{Running: true, Pid: -1}, nil
 		}
 		if cancelled {
 			// It neither started nor answered: drop it, which kills the

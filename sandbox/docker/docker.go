@@ -23,7 +23,8 @@
 // # Storage
 //
 // Each writable place is a tmpfs-typed local volume of a fixed size, the
-// one bound on writes this engine enforces: Hardening.EphemeralStorageBytes
+// one bound on writes this engine enforces, owned by the sandbox user
+// (volumeOptions): Hardening.EphemeralStorageBytes
 // split evenly across the places. The pages live in memory and count
 // against the memory limit of the writer's container, so the bound is at
 // most half the memory limit (more is refused), and when zero the smaller
@@ -129,26 +130,54 @@
 // an idle member already uses no CPU (a sleep, the agent blocked on its
 // channel), the freezer keeps its memory, and an unpause would add an
 // engine call to every claim (about 18 ms here, more than the claim; see
-// docs/PERFORMANCE.md).
+// docs/PERFORMANCE.md). A member found not running at its claim (killed;
+// an engine restart stops them all) is removed, never handed out, and the
+// pool makes another.
 //
 // # Out of memory
 //
-// The wrapper reads the memory cgroup's oom_kill counter before and after
-// the command; a command that ended with status 137 while the counter moved
-// gets "stockade: killed: out of memory" as its last line of stderr.
+// A command that ended with status 137 (and did not time out) gets
+// "stockade: killed: out of memory" as its last line of stderr when the
+// memory cgroup's oom_kill count moved since the last kill this provider
+// attributed: one more engine exec, as root (uid 0 without a capability,
+// so no process of the session can signal it or write into its output),
+// whose exit code alone is the answer (container.OOMRecord). The line the
+// wrapper prints from its own reading, or the command from its own, is not
+// trusted. The same check finds a command cut by a Reap or a stop: then
+// the Exec is sandbox.ErrNotFound.
 //
 // # Files
 //
-// Reads use the engine's archive GET. Writes use sandbox.BulkWrite: one exec
-// to check and create parents as the sandbox user, one archive upload
-// (extracted with the container user as owner), one exec to rename, so a
-// write of any number of files costs two execs and one upload per writable
-// place touched. With the agent running, the two execs are its commands and
-// the upload is tar(1) run by it as the sandbox user with the archive on
-// its stdin (sandbox.ExtractArgv; archives up to 16 MiB, images with tar):
-// no engine call at all. Files of WriteFiles are grouped by writable place, in the
+// Every byte is read and written as the sandbox user, on every path;
+// the engine's archive API, which works as root in the container's root
+// filesystem (so a symlink the session swaps in under it leads to the
+// image's files, or to its layer on the host's disk), is used only to
+// place the agent in a container that never ran, and for Export (below).
+// Reads go through the agent, else sandbox.ReadFileShell in an engine
+// exec. Writes use sandbox.BulkWrite: one exec to check and create parents
+// as the sandbox user, one upload, one exec to rename, so a write of any
+// number of files costs two execs and one upload per writable place
+// touched. The upload is tar(1) run as the sandbox user with the archive
+// on its stdin: through the agent (sandbox.ExtractArgv; archives up to
+// 16 MiB), else through an engine exec with stdin attached
+// (sandbox.ExtractSizedArgv); images need tar and head. With the agent
+// running, the whole write is one request of its own: no engine call at
+// all. Files of WriteFiles are grouped by writable place, in the
 // order the places first appear; order is kept within a place, and the
 // write stops at the first failure.
+//
+// Export reads through the engine's archive GET, which the session cannot
+// write into, and checks the archive all the same (sandbox.CheckArchive).
+//
+// # What Provision checks
+//
+// The sandbox's main process is Stockade's (container.SessionSpec's
+// Entrypoint): an image's ENTRYPOINT and CMD play no part, since commands
+// never go through them. A new sandbox must run once started, and have no
+// mount but its writable places and the agent's: an image VOLUME anywhere
+// else would be a writable place on the engine's disk with no bound, so
+// such an image is sandbox.ErrUnsupportedImage and what the Provision made
+// is removed (a VOLUME at a writable place is covered by its volume).
 package docker
 
 import (
@@ -159,7 +188,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -183,9 +211,6 @@ const (
 	removeBudget  = 60 * time.Second // container and volume removal, until gone
 	discardBudget = 30 * time.Second // removing what a failed write left
 )
-
-// maxSymlinkHops bounds how many symlinks ReadFile follows.
-const maxSymlinkHops = 16
 
 // Config configures a Provider. The zero value works: the engine is found as
 // dockerapi.New("") finds it, the owner is "default", and logs are dropped.
@@ -273,6 +298,7 @@ type engine interface {
 	ExecStart(ctx context.Context, execID string, stdout, stderr io.Writer) error
 	ExecInspect(ctx context.Context, execID string) (dockerapi.ExecInspect, error)
 	ExecAttach(ctx context.Context, execID string) (io.ReadWriteCloser, error)
+	ExecStartStdin(ctx context.Context, execID string, stdin io.Reader, stdout, stderr io.Writer) error
 	ArchiveStat(ctx context.Context, id, path string) (dockerapi.PathStat, error)
 	ArchiveGet(ctx context.Context, id, path string) (io.ReadCloser, dockerapi.PathStat, error)
 	ArchivePut(ctx context.Context, id, dir string, r io.Reader, opts dockerapi.PutOptions) error
@@ -308,8 +334,9 @@ type Provider struct {
 	mu   sync.Mutex
 	cpus container.CPUs // the engine's, to clamp limits with
 
-	agent agentState // the resident agent (agent.go)
-	warm  *warmPool  // Config.Pool (pool.go); nil: none
+	agent agentState          // the resident agent (agent.go)
+	oom   container.OOMRecord // oom_kill counts attributed, by container ID
+	warm  *warmPool           // Config.Pool (pool.go); nil: none
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -425,9 +452,15 @@ func specDigest(image, workdir string, n domain.Networking, network string, root
 func storageBound(h sandbox.Hardening) (int64, error) { return sandbox.StorageBound(h) }
 
 // volumeOptions are the local driver's options for a writable root's
-// volume holding at most size bytes. The mode is what the sandbox user
-// needs (0777, /tmp 01777), set at mount time so no setup is needed.
-func volumeOptions(root string, size int64) map[string]string {
+// volume holding at most size bytes, for a sandbox of user uid. The mode
+// is what the sandbox user needs (0777, /tmp 01777), and the owner is the
+// user, both set at mount time so no setup is needed. The owner matters
+// on Podman: without uid= and gid= it gives a new volume, at its first
+// mount, the owner and mode of the image's directory at the mount point
+// (root and 0755 for a WORKDIR), which the sandbox user cannot write;
+// with them it leaves the volume as asked (issue 23, item 11). Docker
+// hands them to tmpfs unchanged.
+func volumeOptions(root string, size, uid int64) map[string]string {
 	mode := "0777"
 	if root == "/tmp" {
 		mode = "1777"
@@ -437,7 +470,34 @@ func volumeOptions(root string, size int64) map[string]string {
 	// filesystems without project quotas, while both engines hand
 	// nr_blocks to the kernel's tmpfs unchanged.
 	blocks := (size + tmpfsPageBytes - 1) / tmpfsPageBytes
-	return map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("nr_blocks=%d,mode=%s,nosuid,nodev", blocks, mode)}
+	return map[string]string{"type": "tmpfs", "device": "tmpfs", "o": fmt.Sprintf("nr_blocks=%d,mode=%s,uid=%d,gid=%d,nosuid,nodev", blocks, mode, uid, uid)}
+}
+
+// sameVolumeOptions reports whether an existing volume's options got are
+// those want asks, as far as adoption cares: the keys want has (Podman
+// adds its own, UID and GID), and in "o" everything but the owner (the
+// user is not part of what must match; volumes made before the owner was
+// set have none).
+func sameVolumeOptions(got, want map[string]string) bool {
+	noOwner := func(o string) string {
+		var keep []string
+		for _, f := range strings.Split(o, ",") {
+			if !strings.HasPrefix(f, "uid=") && !strings.HasPrefix(f, "gid=") {
+				keep = append(keep, f)
+			}
+		}
+		return strings.Join(keep, ",")
+	}
+	for k, v := range want {
+		g, ok := got[k]
+		if k == "o" {
+			g, v = noOwner(g), noOwner(v)
+		}
+		if !ok || g != v {
+			return false
+		}
+	}
+	return true
 }
 
 // tmpfsPageBytes is the kernel page size tmpfs counts nr_blocks in: 4 KiB
@@ -548,7 +608,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
 		keepWant: p.labels(spec.SessionID)}
 	for _, root := range roots {
-		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot))
+		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, uid))
 	}
 	name := p.containerName(spec.SessionID)
 	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), uid)
@@ -559,7 +619,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	r.keeper.Image = spec.Image
 	for i, root := range r.roots {
 		r.cfg.Mounts = append(r.cfg.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root, Writable: true})
-		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: root})
+		r.keeper.Mounts = append(r.keeper.Mounts, container.Mount{Type: container.Volume, Source: volumeName(name, i), Target: keeperTarget(i)})
 	}
 	if m, ok := p.agentMount(ctx, spec.Image); ok {
 		r.cfg.Mounts = append(r.cfg.Mounts, m)
@@ -571,6 +631,12 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	}
 	return r, nil
 }
+
+// keeperTarget is where the keeper mounts the volume of the i-th writable
+// place: side by side, not at the places themselves, since one place may
+// lie inside another (a workdir below /tmp), and a mount point inside a
+// read-only mount cannot be made.
+func keeperTarget(i int) string { return "/.stockade-keep/v" + strconv.Itoa(i) }
 
 // maxProvisionAttempts bounds the create/adopt loop, which repeats only
 // when a create conflicts and the inspect does not find the winner yet (or
@@ -724,7 +790,7 @@ func (p *Provider) createContainer(ctx context.Context, r *resolved, cfg dockera
 	if r.gated {
 		b.gate = true
 	}
-	if err := b.start(ctx); err != nil {
+	if err := p.startChecked(ctx, b, r); err != nil {
 		if r.network != "none" && !r.gated && p.networkGone(ctx) {
 			// A Reap elsewhere removed the network before this container
 			// started (the engine lets it: only running containers hold a
@@ -738,6 +804,47 @@ func (p *Provider) createContainer(ctx context.Context, r *resolved, cfg dockera
 		return nil, false, err
 	}
 	return b, false, nil
+}
+
+// startChecked starts b, the container of r just created, and checks what
+// the engine made of it before anyone uses it: it runs (an image that
+// cannot run Stockade's main process fails the Provision, instead of
+// handing out a sandbox already dead), and it has no mount but the ones r
+// asked: an image VOLUME elsewhere would be a writable place on the
+// engine's disk, outside every bound, and is sandbox.ErrUnsupportedImage.
+// (A VOLUME at one of the writable places is covered by that place's
+// volume; the engine makes none for it.)
+func (p *Provider) startChecked(ctx context.Context, b *box, r *resolved) error {
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	c, err := p.eng.ContainerInspect(ctx, b.id)
+	if err != nil {
+		return fmt.Errorf("docker: inspect %s: %w", b.name, err)
+	}
+	if err := checkMounts(c, r); err != nil {
+		return err
+	}
+	if !c.State.Running {
+		return fmt.Errorf("docker: %s stopped as it started (%s, exit %d %s): the image cannot run the sandbox's main process (/bin/sh, sleep)",
+			b.name, c.State.Status, c.State.ExitCode, c.State.Error)
+	}
+	return nil
+}
+
+// checkMounts refuses a container of r with a mount but the writable
+// places and the agent's.
+func checkMounts(c dockerapi.ContainerJSON, r *resolved) error {
+	asked := map[string]bool{agentDir: true}
+	for _, root := range r.roots {
+		asked[root] = true
+	}
+	for _, m := range c.Mounts {
+		if !asked[m.Destination] {
+			return fmt.Errorf("docker: image %q declares VOLUME %s, outside the writable places %s: %w", r.spec.Image, m.Destination, strings.Join(r.roots, ", "), sandbox.ErrUnsupportedImage)
+		}
+	}
+	return nil
 }
 
 // discard removes, on its own budget, what a failed Provision created: its
@@ -821,7 +928,7 @@ func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *mad
 				errs[i] = fmt.Errorf("docker: volume %s exists without this owner's labels; refusing to mount it", vn)
 			default:
 				created[i] = v.Labels[label.CreatedBy] == m.token
-				if !maps.Equal(v.Options, r.volOpts[i]) {
+				if !sameVolumeOptions(v.Options, r.volOpts[i]) {
 					errs[i] = fmt.Errorf("docker: session %s: %w: volume %s was made with options %q, the spec asks %q (reap the session first)",
 						r.spec.SessionID, sandbox.ErrSpecMismatch, vn, v.Options, r.volOpts[i])
 				}
@@ -946,6 +1053,9 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 		if err := p.ensureGate(ctx, r, &made{}); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkMounts(c, r); err != nil {
+		return nil, err
 	}
 	b := p.box(c.ID, name, r.spec.SessionID, r.workdir, uid)
 	b.gate = r.gated
@@ -1134,6 +1244,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID, revoke bool) error 
 					member = c.Config.Labels[label.Pool]
 				}
 				p.forgetAgent(c.ID)
+				p.oom.Forget(c.ID)
 				errs[i] = p.removeContainer(rctx, c.ID)
 			}
 		}()

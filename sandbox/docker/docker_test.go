@@ -33,6 +33,11 @@ func (c *counting) ExecStart(ctx context.Context, id string, stdout, stderr io.W
 	return c.engine.ExecStart(ctx, id, stdout, stderr)
 }
 
+func (c *counting) ExecStartStdin(ctx context.Context, id string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c.n.Add(1)
+	return c.engine.ExecStartStdin(ctx, id, stdin, stdout, stderr)
+}
+
 func (c *counting) ExecInspect(ctx context.Context, id string) (dockerapi.ExecInspect, error) {
 	c.n.Add(1)
 	return c.engine.ExecInspect(ctx, id)
@@ -90,11 +95,20 @@ func isPodman(t testing.TB, c *dockerapi.Client) bool {
 
 // TestContract runs the contract suite with the resident agent (the
 // default).
-func TestContract(t *testing.T) { contract(t, false, false, nil) }
+func TestContract(t *testing.T) { contract(t, contractRun{}) }
 
 // TestContractNoAgent runs it with every command through engine execs, the
 // path the agent falls back to.
-func TestContractNoAgent(t *testing.T) { contract(t, true, false, nil) }
+func TestContractNoAgent(t *testing.T) { contract(t, contractRun{noAgent: true}) }
+
+// TestContractImageWorkdir runs it on an image that has the workdir
+// already, owned by root with mode 0755, as any image with a WORKDIR has
+// (issue 23, item 11: on Podman the sandbox user could not write it).
+func TestContractImageWorkdir(t *testing.T) {
+	contract(t, contractRun{image: func(t *testing.T, c *dockerapi.Client, owner string) string {
+		return enginetest.DerivedImage(t, c, owner, testImage(t, c), enginetest.ImageChanges{Dirs: []enginetest.Dir{{Path: sandbox.DefaultWorkdir}}})
+	}})
+}
 
 // TestContractPool runs it with a warm pool of the suite's specs
 // (sandboxtest.Specs: its main sandbox, the plain spec, the hardened, fork
@@ -104,7 +118,7 @@ func TestContractNoAgent(t *testing.T) { contract(t, true, false, nil) }
 // member. The pool is
 // closed before the suite checks that nothing is left.
 func TestContractPool(t *testing.T) {
-	p := contract(t, false, true, nil)
+	p := contract(t, contractRun{pool: true})
 	t.Logf("%d Provisions served by the pool", p.PoolClaims())
 	if n := p.PoolClaims(); n < 10 {
 		t.Errorf("PoolClaims() = %d after the suite; want every Provision of a pooled spec served by the pool", n)
@@ -128,16 +142,29 @@ func (w warmFirst) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 // writes take different paths); it holds on each path, in the two runs
 // above.
 func TestContractAgentKilled(t *testing.T) {
-	contract(t, false, false, func(t *testing.T, p *Provider, sb sandbox.Sandbox) { killAgent(t, p, sb, "KILL") })
+	contract(t, contractRun{disrupt: func(t *testing.T, p *Provider, sb sandbox.Sandbox) { killAgent(t, p, sb, "KILL") }})
 }
 
-// contract runs the suite on a gated provider, without its agent when
-// noAgent, with a warm pool when pool; disrupt, when set, runs before
-// every case. It returns the suite's main provider.
-func contract(t *testing.T, noAgent, pool bool, disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)) *Provider {
+// contractRun is how contract runs the suite.
+type contractRun struct {
+	noAgent bool // without the agent
+	pool    bool // with a warm pool of the suite's specs
+	// disrupt, when set, runs before every case.
+	disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)
+	// image, when set, makes the image the sessions run; nil is testImage.
+	image func(t *testing.T, c *dockerapi.Client, owner string) string
+}
+
+// contract runs the suite on a gated provider as o says. It returns the
+// suite's main provider.
+func contract(t *testing.T, o contractRun) *Provider {
+	noAgent, pool, disrupt := o.noAgent, o.pool, o.disrupt
 	c := enginetest.Client(t)
-	img := testImage(t, c)
 	owner := enginetest.Owner(t)
+	img := testImage(t, c)
+	if o.image != nil {
+		img = o.image(t, c, owner)
+	}
 	u := enginetest.StartUpstream(t, c, owner)
 	cfg := gateConfig(u, owner)
 	cfg.NoAgent = noAgent
@@ -172,8 +199,10 @@ func contract(t *testing.T, noAgent, pool bool, disrupt func(t *testing.T, p *Pr
 				c.ContainerRemove(context.Background(), cid, dockerapi.RemoveOptions{Force: true, Volumes: true})
 			}, nil
 		},
-		RoundTrips: counter.n.Load,
-		Leftovers:  leftovers(c, owner),
+		RoundTrips:      counter.n.Load,
+		Leftovers:       leftovers(c, owner),
+		EntrypointImage: enginetest.DerivedImage(t, c, owner, img, enginetest.ImageChanges{Entrypoint: []string{"/bin/true"}}),
+		VolumeImage:     enginetest.DerivedImage(t, c, owner, img, enginetest.ImageChanges{Volumes: []string{"/data"}, Dirs: []enginetest.Dir{{Path: "/data", Mode: 0o1777}}}),
 	}
 	if pool {
 		h.Provider = warmFirst{p}

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,13 +60,22 @@ const (
 // script runs one of the backend's scripts to completion as user, through
 // the one exec engine.
 func (b *box) script(ctx context.Context, user, script string, args ...string) (scriptResult, error) {
+	return b.scriptCap(ctx, user, maxScriptOutput, script, args...)
+}
+
+// scriptCap is script keeping at most outputCap bytes of stdout; a script
+// that wrote more is an error.
+func (b *box) scriptCap(ctx context.Context, user string, outputCap int64, script string, args ...string) (scriptResult, error) {
 	argv := append([]string{"/bin/sh", "-c", script, "stockade"}, args...)
-	res, err := b.exec(ctx, container.ExecSpec{Argv: argv, User: user, AsRoot: user == "0:0", Timeout: scriptTimeout, OutputCap: maxScriptOutput})
+	res, err := b.exec(ctx, container.ExecSpec{Argv: argv, User: user, AsRoot: user == "0:0", Timeout: scriptTimeout, OutputCap: outputCap})
 	if err != nil {
 		return scriptResult{}, err
 	}
 	if res.TimedOut {
 		return scriptResult{}, fmt.Errorf("docker: script in %s timed out after %v", b.name, scriptTimeout)
+	}
+	if res.StdoutTruncated {
+		return scriptResult{}, fmt.Errorf("docker: script in %s wrote more than %d bytes", b.name, outputCap)
 	}
 	return scriptResult{code: res.ExitCode, stdout: string(res.Stdout), stderr: string(res.Stderr)}, nil
 }
@@ -112,6 +120,16 @@ func (b *box) execIn(ctx context.Context, s container.ExecSpec, stdin []byte) (c
 	if stdin != nil {
 		return container.Result{}, fmt.Errorf("%w: no agent runs in %s to take stdin", container.ErrNotStarted, b.name)
 	}
+	return b.engineExec(ctx, s)
+}
+
+// engineExec runs s through an engine exec, never the agent, with the
+// session policy (as exec does).
+func (b *box) engineExec(ctx context.Context, s container.ExecSpec) (container.Result, error) {
+	start := time.Now()
+	s.Policy = container.KillTree
+	s.Backstop = func(ctx context.Context) error { return b.restart(ctx, start) }
+	s.Logger = b.p.log
 	res, err := container.Exec(ctx, b.p.eng, b.id, s)
 	if err != nil {
 		return res, b.execErr(err)
@@ -120,18 +138,26 @@ func (b *box) execIn(ctx context.Context, s container.ExecSpec, stdin []byte) (c
 }
 
 // execErr turns an exec error about a stopped or removed container into
-// ErrNotFound.
+// ErrNotFound, and a command the wrapper could not fork into
+// ErrCommandNotStarted.
 func (b *box) execErr(err error) error {
-	if errors.Is(err, container.ErrNotRunning) {
+	switch {
+	case errors.Is(err, container.ErrNotRunning):
 		return fmt.Errorf("docker: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
+	case errors.Is(err, container.ErrNotStarted):
+		return fmt.Errorf("docker: exec in %s: %w: %v", b.name, sandbox.ErrCommandNotStarted, err)
 	}
 	return fmt.Errorf("docker: exec in %s: %w", b.name, err)
 }
 
+// oomCheckBudget bounds the out-of-memory check after a command ended
+// with status 137.
+const oomCheckBudget = 30 * time.Second
+
 // Exec implements sandbox.Sandbox.
 func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		return sandbox.ExecResult{}, fmt.Errorf("docker: command holds a NUL byte")
+	if err := sandbox.CheckCommand(req.Command); err != nil {
+		return sandbox.ExecResult{}, fmt.Errorf("docker: %w", err)
 	}
 	if b.gate {
 		// A dead gate fails closed (the sandbox reaches nothing); it is
@@ -145,20 +171,72 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 		Timeout: req.Timeout, OutputCap: sandbox.MaxOutputBytes,
 	})
 	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, sandbox.ErrNotFound) && b.gone(ctx) {
+			// A Reap (or a stop) cut the command: the sandbox, not the
+			// command, is what failed.
+			return sandbox.ExecResult{}, fmt.Errorf("docker: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
+		}
 		return sandbox.ExecResult{}, err
 	}
-	stderr := string(res.Stderr)
-	if res.OOMKilled && !strings.HasSuffix(stderr, container.OOMLine+"\n") {
-		// The wrapper's line passed the cap; the API promises it last.
-		stderr += container.OOMLine + "\n"
+	oom := false
+	if res.ExitCode == 137 && !res.TimedOut {
+		// Killed: by the kernel for memory, by the session itself, or by
+		// a Reap; the memory cgroup and the container say which.
+		if oom, err = b.oomKilled(ctx); err != nil {
+			return sandbox.ExecResult{}, err
+		}
 	}
 	return sandbox.ExecResult{
 		ExitCode:  res.ExitCode,
 		Stdout:    string(res.Stdout),
-		Stderr:    stderr,
+		Stderr:    container.OOMStderr(res.Stderr, oom),
 		TimedOut:  res.TimedOut,
 		Truncated: res.Truncated(),
 	}, nil
+}
+
+// oomKilled asks the sandbox's memory cgroup, through an engine exec as
+// root (container.OOMRecord: no process of the session can write into its
+// answer), whether an out-of-memory kill happened since the last one this
+// provider attributed. A check that gets no answer (its exec failed or was
+// killed) looks at the container for goneSettle: a sandbox that is gone or
+// stopped (a Reap cut the command, and the engine had not yet recorded it
+// when the check started) is ErrNotFound.
+func (b *box) oomKilled(ctx context.Context) (bool, error) {
+	res, err := b.engineExec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(b.id), User: "0:0", AsRoot: true, Dir: "/",
+		Timeout: oomCheckBudget, OutputCap: 4 << 10})
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return false, err
+	}
+	if err == nil && !res.TimedOut {
+		if oom, ok := b.p.oom.Verdict(b.id, res.ExitCode); ok {
+			return oom, nil
+		}
+	}
+	for t := time.Now(); ; {
+		if b.gone(ctx) {
+			return false, fmt.Errorf("docker: session %s: %w: the sandbox stopped under the command", b.session, sandbox.ErrNotFound)
+		}
+		if time.Since(t) > goneSettle || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, 100*time.Millisecond, false)
+	}
+	b.p.log.Warn("out-of-memory check got no answer", "container", b.name, "exit", res.ExitCode, "err", err)
+	return false, nil
+}
+
+// goneSettle is how long oomKilled looks for a container going away after
+// its check got no answer: the engine records a killed container's end a
+// moment after its processes died.
+const goneSettle = 3 * time.Second
+
+// gone reports whether b's container no longer exists or no longer runs.
+func (b *box) gone(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	c, err := b.p.eng.ContainerInspect(ictx, b.id)
+	return errors.Is(err, dockerapi.ErrNotFound) || err == nil && !c.State.Running
 }
 
 // restart kills the container and starts it again: the end of every process

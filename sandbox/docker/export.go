@@ -9,30 +9,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
 // exportShape turns the engine's archive of root, with st the stat that
 // came with it, into what Export promises on every engine: one top-level
 // member named path.Base(root) and everything else under it, and a root
-// that is a symlink archived as that link alone. The engines differ:
+// that is a symlink archived as that link alone, checked member by member
+// (sandbox.CheckArchive: a member outside, a device, a hard link out is
+// sandbox.ErrBadArchive). The engines differ:
 //
 //   - Podman 4 names the top-level member of a stopped container's volume
 //     "/" (members "/", "/p", …), where Docker names it "workspace";
 //   - Podman follows a root that is a symlink and archives what it points
 //     to, where Docker archives the link.
 //
-// So the archive is re-encoded, members renamed under the base name when
-// the engine named the top "/" or ".", and an archive with any other
-// member outside the base is refused. A symlink root becomes a one-member
-// archive built here from st (whose target, on both engines, is the
-// link's resolution inside the sandbox, an absolute path), and the
-// engine's archive is not read: on Podman it holds the link's target.
+// So members are renamed under the base name when the engine named the
+// top "/" or "."; the check then refuses any other name outside it. A
+// symlink root becomes a one-member archive built here from st (whose
+// target, on both engines, is the link's resolution inside the sandbox, an
+// absolute path), and the engine's archive is not read: on Podman it holds
+// the link's target.
 func exportShape(rc io.ReadCloser, st dockerapi.PathStat, root string) (io.ReadCloser, error) {
 	base := path.Base(root)
 	if st.Mode&os.ModeSymlink != 0 {
 		rc.Close()
-		return linkArchive(base, st), nil
+		return sandbox.CheckArchive(linkArchive(base, st), base), nil
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -40,35 +43,30 @@ func exportShape(rc io.ReadCloser, st dockerapi.PathStat, root string) (io.ReadC
 		rc.Close()
 		pw.CloseWithError(err)
 	}()
-	return &readCloser{Reader: pr, c: closers{pr, rc}}, nil
+	return sandbox.CheckArchive(&readCloser{Reader: pr, c: closers{pr, rc}}, base), nil
 }
 
-// renameMembers copies tr to tw, naming every member under base: the
-// first member says how the engine named the top.
+// renameMembers copies tr to tw, naming every member (and hard link
+// target) under base when the first member says the engine named the top
+// "/" or "."; other names pass unchanged, for the check to judge.
 func renameMembers(tr *tar.Reader, tw *tar.Writer, base string) error {
-	var rename func(string) (string, bool)
+	slashTop := false
 	for first := true; ; first = false {
 		h, err := tr.Next()
 		if err == io.EOF {
-			if first {
-				return fmt.Errorf("docker: export: the engine's archive is empty")
-			}
 			return tw.Close()
 		}
 		if err != nil {
 			return fmt.Errorf("docker: export: %w", err)
 		}
 		if first {
-			rename = renamer(h.Name, base)
+			top := strings.TrimSuffix(h.Name, "/")
+			slashTop = top == "" || top == "."
 		}
-		name, ok := rename(h.Name)
-		if !ok {
-			return fmt.Errorf("docker: export: the engine's archive has member %q outside %q; refusing it", h.Name, base)
-		}
-		h.Name = name
-		if h.Typeflag == tar.TypeLink {
-			if h.Linkname, ok = rename(h.Linkname); !ok {
-				return fmt.Errorf("docker: export: the engine's archive has a hard link to %q outside %q; refusing it", h.Linkname, base)
+		if slashTop {
+			h.Name = underBase(h.Name, base)
+			if h.Typeflag == tar.TypeLink {
+				h.Linkname = underBase(h.Linkname, base)
 			}
 		}
 		if err := tw.WriteHeader(h); err != nil {
@@ -80,28 +78,14 @@ func renameMembers(tr *tar.Reader, tw *tar.Writer, base string) error {
 	}
 }
 
-// renamer returns how to name members given the engine's name of the top
-// one: kept when it is base (Docker), moved under base when it is the
-// archive's own root (Podman's "/"). ok is false for a member outside.
-func renamer(top, base string) func(string) (string, bool) {
-	switch strings.TrimSuffix(top, "/") {
-	case base:
-		return func(n string) (string, bool) {
-			return n, strings.TrimSuffix(n, "/") == base || strings.HasPrefix(n, base+"/")
-		}
-	case "", ".":
-		return func(n string) (string, bool) {
-			rest := strings.TrimPrefix(strings.TrimPrefix(n, "."), "/")
-			if rest == "" {
-				return base + "/", true
-			}
-			if c := path.Clean(rest); c != strings.TrimSuffix(rest, "/") || c == ".." || strings.HasPrefix(c, "../") {
-				return n, false
-			}
-			return base + "/" + rest, true
-		}
+// underBase names n, a member of an archive whose top is "/" or ".", under
+// base: "/" is base itself, "/p" and "./p" are base/p.
+func underBase(n, base string) string {
+	rest := strings.TrimPrefix(strings.TrimPrefix(n, "."), "/")
+	if rest == "" {
+		return base + "/"
 	}
-	return func(n string) (string, bool) { return n, false }
+	return base + "/" + rest
 }
 
 // linkArchive is a tar holding one member: the symlink base, to st's

@@ -3,12 +3,14 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -90,7 +92,7 @@ func TestExportShape(t *testing.T) {
 			[]member{{"exlink", "/etc", tar.TypeSymlink, ""}}, ""},
 		{"member outside", dir, []member{{"workspace/", "", tar.TypeDir, ""}, {"other/p", "", tar.TypeReg, "p"}}, nil, "outside"},
 		{"top named otherwise", dir, []member{{"elsewhere/", "", tar.TypeDir, ""}}, nil, "outside"},
-		{"escape from a slash root", dir, []member{{"/", "", tar.TypeDir, ""}, {"/../p", "", tar.TypeReg, "p"}}, nil, "outside"},
+		{"escape from a slash root", dir, []member{{"/", "", tar.TypeDir, ""}, {"/../p", "", tar.TypeReg, "p"}}, nil, "not a clean name"},
 		{"hard link outside", dir, []member{{"workspace/", "", tar.TypeDir, ""}, {"workspace/h", "etc/passwd", tar.TypeLink, ""}}, nil, "hard link"},
 		{"empty", dir, nil, nil, "empty"},
 	}
@@ -108,8 +110,8 @@ func TestExportShape(t *testing.T) {
 			}
 			got, err := members(rc)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Errorf("exportShape(%s) = %v, %v; want an error saying %q", tt.name, got, err, tt.wantErr)
+				if !errors.Is(err, sandbox.ErrBadArchive) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("exportShape(%s) = %v, %v; want ErrBadArchive saying %q", tt.name, got, err, tt.wantErr)
 				}
 				return
 			}
@@ -117,5 +119,29 @@ func TestExportShape(t *testing.T) {
 				t.Errorf("exportShape(%s) = %v, %v; want %v", tt.name, got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSameVolumeOptions: adoption compares what the spec asks of a volume,
+// not its owner (volumes made before the owner was named have none) nor
+// the keys an engine adds (Podman's UID and GID).
+func TestSameVolumeOptions(t *testing.T) {
+	want := volumeOptions("/workspace", 1<<20, 4242)
+	for _, tt := range []struct {
+		name string
+		got  map[string]string
+		same bool
+	}{
+		{"equal", volumeOptions("/workspace", 1<<20, 4242), true},
+		{"podman's keys", map[string]string{"type": "tmpfs", "device": "tmpfs", "o": want["o"], "UID": "4242", "GID": "4242"}, true},
+		{"no owner", map[string]string{"type": "tmpfs", "device": "tmpfs", "o": "nr_blocks=256,mode=0777,nosuid,nodev"}, true},
+		{"another user", volumeOptions("/workspace", 1<<20, 65534), true},
+		{"another size", volumeOptions("/workspace", 2<<20, 4242), false},
+		{"another mode", volumeOptions("/tmp", 1<<20, 4242), false},
+		{"no type", map[string]string{"device": "tmpfs", "o": want["o"]}, false},
+	} {
+		if got := sameVolumeOptions(tt.got, want); got != tt.same {
+			t.Errorf("%s: sameVolumeOptions(%q) = %v; want %v", tt.name, tt.got, got, tt.same)
+		}
 	}
 }

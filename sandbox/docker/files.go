@@ -1,16 +1,14 @@
 package docker
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/stockade/stockade/internal/agent"
@@ -33,9 +31,13 @@ func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return buf, nil
 }
 
-// ReadFileStream implements sandbox.Sandbox. Symlinks are followed inside
-// the sandbox (the engine resolves them within the container's root), at
-// most 16 of them.
+// ReadFileStream implements sandbox.Sandbox. The file is read as the
+// sandbox user on every path (symlinks followed inside the sandbox, with
+// the user's permissions): by the agent when one runs and maxBytes is at
+// most maxAgentUpload, else by sandbox.ReadFileShell in an engine exec,
+// whose output (at most maxBytes and the size line) is held in memory.
+// Never through the engine's archive API, which reads as root: a symlink
+// the session planted would hand over what the user cannot read.
 func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.ReadCloser, int64, error) {
 	if err := sandbox.CheckPath(p); err != nil {
 		return nil, 0, fmt.Errorf("docker: read: %w", err)
@@ -43,68 +45,33 @@ func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.
 	if maxBytes <= 0 {
 		maxBytes = sandbox.MaxFileBytes
 	}
-	if body, ok, err := b.readAgent(ctx, p, maxBytes); ok {
-		if err != nil {
-			return nil, 0, err
-		}
-		return io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
+	body, ok, err := b.readAgent(ctx, p, maxBytes)
+	if !ok {
+		body, err = b.readScript(ctx, p, maxBytes)
 	}
-	asked := p
-	for hop := 0; ; hop++ {
-		rc, st, err := b.p.eng.ArchiveGet(ctx, b.id, p)
-		if err != nil {
-			return nil, 0, b.readErr(ctx, asked, err)
-		}
-		switch {
-		case st.Mode&os.ModeSymlink != 0:
-			rc.Close()
-			if hop >= maxSymlinkHops {
-				return nil, 0, fmt.Errorf("docker: read %s: more than %d symlinks", asked, maxSymlinkHops)
-			}
-			t := st.LinkTarget
-			if !strings.HasPrefix(t, "/") {
-				t = path.Join(path.Dir(p), t)
-			}
-			p = path.Clean(t)
-			if p == "/" {
-				return nil, 0, fmt.Errorf("docker: read %s: %w", asked, sandbox.ErrIsDirectory)
-			}
-			continue
-		case st.Mode.IsDir():
-			rc.Close()
-			return nil, 0, fmt.Errorf("docker: read %s: %w", asked, sandbox.ErrIsDirectory)
-		case !st.Mode.IsRegular():
-			rc.Close()
-			return nil, 0, fmt.Errorf("docker: read %s: %w", asked, sandbox.ErrNotRegularFile)
-		case st.Size > maxBytes:
-			rc.Close()
-			return nil, 0, fmt.Errorf("docker: read %s: %w: %d bytes, at most %d", asked, sandbox.ErrFileTooLarge, st.Size, maxBytes)
-		}
-		tr := tar.NewReader(rc)
-		h, err := tr.Next()
-		if err != nil {
-			rc.Close()
-			return nil, 0, fmt.Errorf("docker: read %s: %w", asked, err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			rc.Close()
-			return nil, 0, fmt.Errorf("docker: read %s: changed while read: %w", asked, sandbox.ErrNotRegularFile)
-		}
-		if h.Size > maxBytes {
-			rc.Close()
-			return nil, 0, fmt.Errorf("docker: read %s: %w: %d bytes, at most %d", asked, sandbox.ErrFileTooLarge, h.Size, maxBytes)
-		}
-		return &readCloser{Reader: io.LimitReader(tr, h.Size), c: rc}, h.Size, nil
+	if err != nil {
+		return nil, 0, err
 	}
+	return io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
+}
+
+// readScript reads p with sandbox.ReadFileShell, run as the sandbox user
+// through the engine.
+func (b *box) readScript(ctx context.Context, p string, maxBytes int64) ([]byte, error) {
+	res, err := b.scriptCap(ctx, b.user(), maxBytes+32, sandbox.ReadFileShell, p, strconv.FormatInt(maxBytes, 10))
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.ReadFileResult("docker", p, res.code, []byte(res.stdout), res.stderr, maxBytes)
 }
 
 // readAgent reads p through b's agent (agent.Conn.Read, in the agent's
 // process, as the sandbox user), holding at most maxBytes and the size
 // line. ok false means the agent did not answer for the file: none runs
 // (one is launched for the next call), maxBytes is over maxAgentUpload,
-// the agent cannot read it as the sandbox user (a permission: the engine,
-// reading as root, can), or it broke the protocol, hung or died (dropped):
-// the caller reads through the engine.
+// the agent cannot tell (a permission, a loop of links: the script says
+// which), or it broke the protocol, hung or died (dropped): the caller
+// reads with the script, as the same user.
 func (b *box) readAgent(ctx context.Context, p string, maxBytes int64) (body []byte, ok bool, err error) {
 	if maxBytes > maxAgentUpload {
 		return nil, false, nil
@@ -181,18 +148,6 @@ type readCloser struct {
 
 func (r *readCloser) Close() error { return r.c.Close() }
 
-func (b *box) readErr(ctx context.Context, p string, err error) error {
-	if errors.Is(err, dockerapi.ErrNotFound) {
-		// The engine answers 404 for a missing path and for a missing
-		// container alike; tell them apart.
-		if _, ierr := b.p.eng.ContainerInspect(ctx, b.id); errors.Is(ierr, dockerapi.ErrNotFound) {
-			return fmt.Errorf("docker: session %s: %w", b.session, sandbox.ErrNotFound)
-		}
-		return fmt.Errorf("docker: read %s: %w", p, sandbox.ErrFileNotExist)
-	}
-	return fmt.Errorf("docker: read %s: %w", p, err)
-}
-
 // WriteFile implements sandbox.Sandbox.
 func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
 	return b.WriteFiles(ctx, []sandbox.FileWrite{{Path: p, Data: data}})
@@ -234,17 +189,7 @@ func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.F
 			if err := b.putAgent(ctx, dir, write, files[0].Path); !errors.Is(err, container.ErrNotStarted) {
 				return err
 			}
-			err := b.put(ctx, dir, write)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, dockerapi.ErrForbidden):
-				return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: files[0].Path, Reason: "the engine refused the upload: " + err.Error()})
-			case errors.Is(err, dockerapi.ErrNotRunning) || errors.Is(err, dockerapi.ErrNotFound):
-				return b.execErr(err)
-			default:
-				return fmt.Errorf("docker: upload to %s: %w", b.name, err)
-			}
+			return b.put(ctx, dir, write, files[0].Path)
 		},
 		Discard: b.discard,
 	})
@@ -290,28 +235,19 @@ func (b *box) land(ctx context.Context, bw *sandbox.BulkWrite) (int, string, err
 // directory of its manifest.
 func bwRoot(bw *sandbox.BulkWrite) string { return path.Dir(bw.Manifest) }
 
-// discard removes what bw delivered, on its own budget; what the sandbox
-// user cannot remove is first replaced by the engine with empty files the
-// user owns.
+// discard removes what bw delivered, on its own budget. Everything was
+// extracted as the sandbox user, so it can remove all of it; what it
+// could not (the session's own doing) is logged.
 func (b *box) discard(ctx context.Context, bw *sandbox.BulkWrite) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardBudget)
 	defer cancel()
-	log := b.p.log.With("container", b.name, "phase", "discard")
-	for round := 0; round < 2; round++ {
-		res, err := b.script(dctx, b.user(), sandbox.BulkDiscardShell, bw.Delivered()...)
-		if err != nil {
-			log.Warn("discard", "err", err)
-			return
-		}
-		left := bw.LeftBehind(res.stdout)
-		if len(left) == 0 {
-			return
-		}
-		empty := func(w io.Writer) error { return bw.EmptyArchive(left, w) }
-		if err := b.put(dctx, bwRoot(bw), empty); err != nil {
-			log.Warn("discard: replace what the user cannot remove", "err", err)
-			return
-		}
+	res, err := b.script(dctx, b.user(), sandbox.BulkDiscardShell, bw.Delivered()...)
+	if err != nil {
+		b.p.log.Warn("discard", "container", b.name, "err", err)
+		return
+	}
+	if left := bw.LeftBehind(res.stdout); len(left) > 0 {
+		b.p.log.Warn("discard left files behind", "container", b.name, "left", left)
 	}
 }
 
@@ -362,50 +298,47 @@ func (b *box) putAgent(ctx context.Context, dir string, write func(io.Writer) er
 	return nil
 }
 
-// put uploads the tar that write produces into dir, with every member owned
-// by the sandbox user. (The engine's copyUIDGID would look the user up in
-// the image's passwd file, which need not know it.) The tar is streamed
-// through two goroutines, write and chown; put returns only after both have
-// ended, on every path, since write reads the caller's buffers.
-func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error) error {
+// put extracts the tar that write produces in dir with tar(1) run by the
+// sandbox user in an engine exec, the archive on its stdin
+// (sandbox.ExtractSizedArgv: the engine cannot end an exec's input, so the
+// archive's size, counted by a first run of write, bounds what is read):
+// every member is the user's, and lands where the user can write and
+// nowhere else, whatever the session swaps under it. The engine's archive
+// API, which extracts as root, is never used for the session's places. A
+// failed extraction is a PathNotWritableError for target. It returns only
+// after write has ended, since write reads the caller's buffers.
+func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error, target string) error {
+	var size countWriter
+	if err := write(&size); err != nil {
+		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
+	}
 	pr, pw := io.Pipe()
-	src, srcw := io.Pipe()
-	var wg sync.WaitGroup
-	wg.Add(2)
+	done := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		srcw.CloseWithError(write(srcw))
+		defer close(done)
+		pw.CloseWithError(write(pw))
 	}()
-	go func() {
-		defer wg.Done()
-		err := chown(pw, src, int(b.uid), int(b.uid))
-		src.CloseWithError(io.ErrClosedPipe) // write's next Write fails
-		pw.CloseWithError(err)
-	}()
-	err := b.p.eng.ArchivePut(ctx, b.id, dir, pr, dockerapi.PutOptions{NoOverwriteDirNonDir: true})
-	pr.CloseWithError(io.ErrClosedPipe) // chown's next Write fails
-	wg.Wait()
-	return err
+	res, err := b.engineExec(ctx, container.ExecSpec{Argv: sandbox.ExtractSizedArgv(dir, int64(size)), User: b.user(),
+		Stdin: pr, Timeout: scriptTimeout, OutputCap: maxScriptOutput})
+	pr.CloseWithError(io.ErrClosedPipe) // write's next Write fails
+	<-done
+	switch {
+	case err != nil:
+		return err
+	case res.TimedOut:
+		return fmt.Errorf("docker: upload to %s timed out after %v", b.name, scriptTimeout)
+	case res.ExitCode == 127:
+		return fmt.Errorf("docker: upload to %s: the image has no tar(1) or head(1), which writes need when the agent cannot take them", b.name)
+	case res.ExitCode != 0:
+		return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: target, Reason: "extracting the upload failed: " + strings.TrimSpace(string(res.Stderr))})
+	}
+	return nil
 }
 
-// chown copies the tar r to w with every member owned by uid:gid.
-func chown(w io.Writer, r io.Reader, uid, gid int) error {
-	tr := tar.NewReader(r)
-	tw := tar.NewWriter(w)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return tw.Close()
-		}
-		if err != nil {
-			return err
-		}
-		h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return err
-		}
-	}
+// countWriter counts the bytes written to it.
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
 }

@@ -370,7 +370,7 @@ func (p *Provider) makeMember(ctx context.Context, spec sandbox.Spec) (m *poolMe
 	keepErr := make(chan error, 1)
 	go func() { keepErr <- p.keep(ctx, r, &made{}) }()
 	b := p.box(id, name, poolSessionID, r.workdir, r.uid)
-	err = b.start(ctx)
+	err = p.startChecked(ctx, b, r)
 	if kerr := <-keepErr; kerr != nil {
 		err = errors.Join(err, kerr)
 	}
@@ -450,6 +450,15 @@ func (p *Provider) claim(ctx context.Context, r *resolved) (b *box, taken bool) 
 		if m == nil {
 			return nil, false
 		}
+		if !p.memberRuns(ctx, m) {
+			// Dead while it waited (killed; an engine restart stops them
+			// all): never handed out. It goes, and the pool makes another.
+			p.log.Info("pool member not running; removing it", "container", p.memberName(m.token), "phase", "pool-claim")
+			p.removeMember(context.WithoutCancel(ctx), m.id, m.token)
+			w.claims.Done()
+			p.refill()
+			continue
+		}
 		err := p.eng.ContainerRename(ctx, m.id, name)
 		switch {
 		case err == nil:
@@ -481,6 +490,14 @@ func (p *Provider) claim(ctx context.Context, r *resolved) (b *box, taken bool) 
 			return nil, false
 		}
 	}
+}
+
+// memberRuns reports whether member m's sandbox container runs: one
+// inspect per claim (its keeper matters only once the sandbox stops, and
+// a claimed sandbox's adoption starts it again).
+func (p *Provider) memberRuns(ctx context.Context, m *poolMember) bool {
+	c, err := p.eng.ContainerInspect(ctx, m.id)
+	return err == nil && c.State.Running
 }
 
 // removeMember removes member token's sandbox container (ref: its ID, or
@@ -718,7 +735,7 @@ func (r *resolved) memberKeeper(p *Provider, c dockerapi.ContainerJSON) {
 	r.keeper.Mounts = append([]container.Mount(nil), r.keeper.Mounts...)
 	for i := range r.keeper.Mounts {
 		for _, mp := range c.Mounts {
-			if mp.Destination == r.keeper.Mounts[i].Target && mp.Type == "volume" {
+			if mp.Destination == r.roots[i] && mp.Type == "volume" {
 				r.keeper.Mounts[i].Source = mp.Name
 			}
 		}

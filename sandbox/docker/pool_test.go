@@ -312,3 +312,37 @@ func TestPoolConcurrentClaims(t *testing.T) {
 		t.Errorf("%d of 3 distinct sessions were served by the full pool; want 3", n)
 	}
 }
+
+// TestPoolDeadMember: a member that stopped while it waited (killed, or
+// the engine restarted) is never handed out: Provision gives a sandbox
+// that runs, and the dead member is removed (issue 23, item 6: the first
+// Exec said the sandbox did not exist).
+func TestPoolDeadMember(t *testing.T) {
+	p, c, img := poolFixture(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.WarmPool(ctx); err != nil {
+		t.Fatal(err)
+	}
+	members := poolMembers(t, p, c)
+	if len(members) != 1 {
+		t.Fatalf("pool members %q; want one", members)
+	}
+	dead := strings.TrimPrefix(members[0], "/")
+	if err := c.ContainerKill(ctx, dead, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ContainerWait(ctx, dead, dockerapi.WaitNotRunning); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := p.Provision(ctx, sandbox.Spec{SessionID: "after-death", Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := execIn(t, sb, "echo runs"); res.Stdout != "runs\n" {
+		t.Errorf("the sandbox Provision gave: %+v", res)
+	}
+	if _, err := c.ContainerInspect(ctx, dead); !errors.Is(err, dockerapi.ErrNotFound) {
+		t.Errorf("the dead member %s is still there (%v); want it removed", dead, err)
+	}
+}

@@ -253,9 +253,9 @@ func TestStorageBound(t *testing.T) {
 	}
 }
 
-// TestProvisionRunsNoSetup: the writable roots get their modes when their
-// volumes are created, so neither Provision nor a restart runs the setup
-// exec, and the sandbox user can write them.
+// TestProvisionRunsNoSetup: the writable roots get their modes and owner
+// (the sandbox user) when their volumes are mounted, so neither Provision
+// nor a restart runs the setup exec, and the sandbox user can write them.
 func TestProvisionRunsNoSetup(t *testing.T) {
 	s := newFixture(t)
 	// The agent's placement and launch are engine calls of their own
@@ -267,7 +267,7 @@ func TestProvisionRunsNoSetup(t *testing.T) {
 		t.Errorf("Provision made %d exec or archive calls; want 0 (no setup exec)", n)
 	}
 	res := execIn(t, sb, "stat -c '%a %u' /workspace /tmp && echo x > /workspace/f && echo y > /tmp/f")
-	if res.ExitCode != 0 || res.Stdout != "777 0\n1777 0\n" {
+	if res.ExitCode != 0 || res.Stdout != "777 4242\n1777 4242\n" {
 		t.Errorf("roots: %+v; want /workspace 777 and /tmp 1777, writable by uid %d", res, uid)
 	}
 }

@@ -66,6 +66,36 @@ func (c *Client) ExecAttach(ctx context.Context, execID string) (io.ReadWriteClo
 	return rw, nil
 }
 
+// ExecStartStdin is ExecStart for an exec created with AttachStdin: it
+// copies stdin to the command's standard input while copying its output,
+// demultiplexed, to stdout and stderr (nil discards) until the command
+// ends or ctx does. The engine's connection cannot be half-closed, so the
+// command never sees the end of stdin: it must stop reading by itself.
+// The copy of stdin may still be blocked in stdin.Read when
+// ExecStartStdin returns; the caller ends it by closing stdin (a pipe).
+func (c *Client) ExecStartStdin(ctx context.Context, execID string, stdin io.Reader, stdout, stderr io.Writer) error {
+	rw, err := c.ExecAttach(ctx, execID)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			rw.Close()
+		case <-done:
+		}
+	}()
+	go io.Copy(rw, stdin) // ends when stdin does or the connection closes
+	err = Demux(rw, stdout, stderr)
+	rw.Close()
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
 // ExecStartDetached starts the exec without attaching to its output.
 func (c *Client) ExecStartDetached(ctx context.Context, execID string) error {
 	return c.call(ctx, request{method: http.MethodPost, path: "/exec/" + pathEscape(execID) + "/start", ctype: "application/json", notRunning: true,

@@ -80,20 +80,67 @@ func (b *box) userString() string {
 	return strconv.FormatInt(b.user, 10) + ":" + strconv.FormatInt(b.user, 10)
 }
 
+// oomCheckBudget bounds the out-of-memory check after a command ended
+// with status 137.
+const oomCheckBudget = 30 * time.Second
+
 // Exec implements sandbox.Sandbox.
 func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		return sandbox.ExecResult{}, fmt.Errorf("kubernetes: command holds a NUL byte")
+	if err := sandbox.CheckCommand(req.Command); err != nil {
+		return sandbox.ExecResult{}, fmt.Errorf("kubernetes: %w", err)
 	}
 	res, err := b.exec(ctx, container.ExecSpec{Argv: []string{"/bin/sh", "-c", req.Command}, Timeout: req.Timeout, OutputCap: sandbox.MaxOutputBytes})
 	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, sandbox.ErrNotFound) && b.gone(ctx) {
+			// A Reap cut the command: the sandbox is what failed.
+			return sandbox.ExecResult{}, fmt.Errorf("kubernetes: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
+		}
 		return sandbox.ExecResult{}, err
 	}
-	stderr := string(res.Stderr)
-	if res.OOMKilled && !strings.HasSuffix(stderr, container.OOMLine+"\n") {
-		stderr += container.OOMLine + "\n" // the wrapper's line passed the cap
+	oom := false
+	if res.ExitCode == 137 && !res.TimedOut {
+		if oom, err = b.oomKilled(ctx); err != nil {
+			return sandbox.ExecResult{}, err
+		}
 	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: stderr, TimedOut: res.TimedOut, Truncated: res.Truncated()}, nil
+	return sandbox.ExecResult{ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: container.OOMStderr(res.Stderr, oom),
+		TimedOut: res.TimedOut, Truncated: res.Truncated()}, nil
+}
+
+// oomKilled asks the sandbox container's memory cgroup whether an
+// out-of-memory kill happened since the last one this provider
+// attributed (container.OOMRecord: the answer is the check's exit code).
+// pods/exec runs it as the sandbox user, the only user the pod has: a
+// session that traces or signals the check can spoil its answer for its
+// own commands, which plain writes of the OOM line no longer do. A pod
+// that is gone is ErrNotFound.
+func (b *box) oomKilled(ctx context.Context) (bool, error) {
+	res, err := b.exec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(string(b.uid)), Timeout: oomCheckBudget, OutputCap: 4 << 10})
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return false, err
+	}
+	if err == nil && !res.TimedOut {
+		if oom, ok := b.p.oom.Verdict(string(b.uid), res.ExitCode); ok {
+			return oom, nil
+		}
+	}
+	// No answer: a pod being deleted (its deletion is recorded before its
+	// processes die) explains it.
+	if b.gone(ctx) {
+		return false, fmt.Errorf("kubernetes: session %s: %w: the pod went under the command", b.session, sandbox.ErrNotFound)
+	}
+	b.p.log.Warn("out-of-memory check got no answer", "pod", b.pod, "exit", res.ExitCode, "err", err)
+	return false, nil
+}
+
+// gone reports whether b's pod is gone, being deleted, or another of its
+// name.
+func (b *box) gone(ctx context.Context) bool {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	b.p.count()
+	pod, err := b.p.cs.CoreV1().Pods(b.p.ns).Get(gctx, b.pod, metavGet)
+	return apierrors.IsNotFound(err) || err == nil && (pod.UID != b.uid || pod.DeletionTimestamp != nil)
 }
 
 // exec runs s in the sandbox container through the one exec engine, with
@@ -106,10 +153,12 @@ func (b *box) exec(ctx context.Context, s container.ExecSpec) (container.Result,
 	s.Backstop = func(ctx context.Context) error { return b.restart(ctx, start) }
 	s.Logger = b.p.log
 	res, err := container.Exec(ctx, &execEngine{b: b}, sandboxContainer, s)
-	if err != nil {
-		if errors.Is(err, container.ErrNotRunning) {
-			return res, fmt.Errorf("kubernetes: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
-		}
+	switch {
+	case errors.Is(err, container.ErrNotRunning):
+		return res, fmt.Errorf("kubernetes: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
+	case errors.Is(err, container.ErrNotStarted):
+		return res, fmt.Errorf("kubernetes: exec in %s: %w: %v", b.pod, sandbox.ErrCommandNotStarted, err)
+	case err != nil:
 		return res, fmt.Errorf("kubernetes: exec in %s: %w", b.pod, err)
 	}
 	return res, nil
@@ -356,7 +405,7 @@ func isNotRunning(err error) bool {
 
 // ExecInspect reports the exec as running between ExecStart's call and the
 // end of its stream, then with the exit code the stream gave (none when it
-// broke).
+// broke); its Pid is -1 (pods/exec does not say).
 func (e *execEngine) ExecInspect(ctx context.Context, id string) (dockerapi.ExecInspect, error) {
 	x, err := e.get(id)
 	if err != nil {
@@ -364,7 +413,7 @@ func (e *execEngine) ExecInspect(ctx context.Context, id string) (dockerapi.Exec
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return dockerapi.ExecInspect{Running: x.started && !x.done, ExitCode: x.code}, nil
+	return dockerapi.ExecInspect{Running: x.started && !x.done, ExitCode: x.code, Pid: -1}, nil
 }
 
 // ContainerKill is not available through the API; the KillTree policy,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,8 +146,11 @@ func (l *limited) Write(p []byte) (int, error) {
 }
 
 // Export implements sandbox.Provider with sandbox.ExportShell, streaming
-// tar(1)'s output. It returns once the first bytes came (or the script
-// ended): a missing root is then ErrFileNotExist.
+// tar(1)'s output through sandbox.CheckArchive: tar runs as the session's
+// user, whose processes can write into its output, so a forged member is
+// sandbox.ErrBadArchive and never reaches the caller. It returns once the
+// first bytes came (or the script ended): a missing root is then
+// ErrFileNotExist.
 func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string) (io.ReadCloser, error) {
 	if err := sessionID.Validate(); err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
@@ -179,7 +183,9 @@ func (p *Provider) Export(ctx context.Context, sessionID domain.ID, root string)
 	}()
 	select {
 	case <-first.seen:
-		return &exportReader{PipeReader: pr, cancel: cancel}, nil
+		// tar runs as the session's user, which can write into its output
+		// (/proc/PID/fd/1): every member is checked before it is passed on.
+		return sandbox.CheckArchive(&exportReader{PipeReader: pr, cancel: cancel}, path.Base(root)), nil
 	case err := <-done:
 		defer cancel()
 		var ee utilexec.ExitError

@@ -192,7 +192,7 @@ func TestGatedPodSpec(t *testing.T) {
 			t.Errorf("sandbox %s = %q", k, senv[k])
 		}
 	}
-	if c := pod.Spec.Containers[0].Command; c[len(c)-1] != "1" {
+	if c := pod.Spec.Containers[0].Command; len(c) < 6 || c[5] != "1" { // sh -c script stockade-start PIDS GATED PLACES...
 		t.Errorf("start.sh is not told the pod is gated: %q", c[3:])
 	}
 	if len(pod.Spec.HostAliases) != 2 || !slices.Equal(pod.Spec.HostAliases[0].Hostnames, []string{"a.test", "c.test"}) || pod.Spec.HostAliases[1].IP != "10.1.1.2" {

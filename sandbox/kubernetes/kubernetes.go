@@ -27,7 +27,11 @@
 //     refuses to run unless the pod has no network interface but loopback
 //     and its pids cgroup limit is the one asked, then sleeps: a node that
 //     does not give what the spec says fails the Provision instead of
-//     running a weaker sandbox.
+//     running a weaker sandbox. It refuses too when a directory it can
+//     write is mounted anywhere but the writable places: an image VOLUME,
+//     which the runtime makes a directory on the node's disk, outside every
+//     bound (sandbox.ErrUnsupportedImage). The pod's Command replaces the
+//     image's ENTRYPOINT, so the image's plays no part.
 //   - "keeper" only sleeps. The exec engine's killer runs in it: it sees the
 //     sandbox's processes (shared PID namespace, same uid) but has its own
 //     pids cgroup, so a fork bomb holding every pid of the sandbox cannot
@@ -97,11 +101,35 @@
 // (KUBERNETES_SERVICE_*, KUBERNETES_PORT*), so nothing of the cluster leaks
 // in; the image must have env(1) with -u (BusyBox's has).
 //
+// The out-of-memory verdict after a command ended with status 137 is one
+// more exec in the sandbox container (container.OOMRecord: the memory
+// cgroup's oom_kill count, answered by exit code alone), run as the
+// sandbox user, since pods/exec has no other: printing the line no longer
+// makes a command look killed for memory, but a session that traces or
+// signals the check can still spoil its answer for its own commands. The same check, or a GET of the pod, finds a
+// command cut by a Reap: sandbox.ErrNotFound.
+//
+// The killer and the backstop run as the sandbox user (in the keeper),
+// the only user with the right to signal the session's processes, so the
+// session can signal them too: a session that kills its own killer and
+// backstop as they start can keep a command running past its timeout. It
+// harms only itself (the command stays in the pod's limits, and the Exec
+// still returns, TimedOut, within container.KillerBudget,
+// container.BackstopBudget and two container.StreamGrace after the
+// timeout); the pod's deletion (Reap) ends it. Pod Security "restricted"
+// allows no capability (CAP_KILL) that would let a killer of another uid
+// do better.
+//
 // # Files
 //
 // Reads run sandbox.ReadFileShell; writes use sandbox.BulkWrite with the
 // archive extracted by tar(1) in the sandbox, as the sandbox user, from the
-// exec's stdin; Export streams tar(1)'s output (sandbox.ExportShell).
+// exec's stdin; Export streams tar(1)'s output (sandbox.ExportShell). That
+// tar runs as the session's user, whose processes can write into its
+// output through /proc: every member is checked on the host before it is
+// handed over (sandbox.CheckArchive), and a forged archive is
+// sandbox.ErrBadArchive. A workdir below /tmp is an emptyDir of its own
+// (sandbox.WritablePaths), so the sandbox user can write it.
 package kubernetes
 
 import (
@@ -257,6 +285,7 @@ type Provider struct {
 	// revokers: each session's GateTokenRevoker, and Config's.
 	revokers sandbox.Revokers
 	gate     gateConfig
+	oom      container.OOMRecord // oom_kill counts attributed, by pod UID
 
 	mu    sync.Mutex
 	calls int64 // API requests and exec streams, for RoundTrips
@@ -476,7 +505,7 @@ func (p *Provider) pod(r *resolved, c sandbox.Resolved) *corev1.Pod {
 			Volumes: vols,
 			Containers: []corev1.Container{{
 				Name: sandboxContainer, Image: spec.Image, ImagePullPolicy: corev1.PullNever,
-				Command:    []string{"/bin/sh", "-c", startScript, "stockade-start", strconv.FormatInt(c.PidsLimit, 10), gatedArg(r.gated)},
+				Command:    append([]string{"/bin/sh", "-c", startScript, "stockade-start", strconv.FormatInt(c.PidsLimit, 10), gatedArg(r.gated)}, c.Roots...),
 				WorkingDir: c.Workdir, Env: env, VolumeMounts: mounts, SecurityContext: sec,
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				Resources: corev1.ResourceRequirements{
@@ -627,9 +656,14 @@ func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 	}
 }
 
-// startRefused is start.sh's exit code when the pod is not what the spec
-// asks (an interface besides lo, another pids limit).
-const startRefused = 3
+// start.sh's exit codes when the pod is not what the spec asks.
+const (
+	// startRefused: an interface besides lo, another pids limit.
+	startRefused = 3
+	// startImageVolume: a writable mount outside the writable places (an
+	// image VOLUME): sandbox.ErrUnsupportedImage.
+	startImageVolume = 4
+)
 
 // errPodFailed reports a pod that will not run as asked.
 var errPodFailed = errors.New("the pod cannot run")
@@ -778,8 +812,12 @@ func running(pod *corev1.Pod) (bool, error) {
 		// start.sh's refusal (exit 3) is final; any other end (the
 		// backstop's kill) is a restart on its way.
 		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-			if t != nil && cs.Name == sandboxContainer && t.ExitCode == startRefused {
+			switch {
+			case t == nil || cs.Name != sandboxContainer:
+			case t.ExitCode == startRefused:
 				return false, fmt.Errorf("%w: container %s refused to start: %s", errPodFailed, cs.Name, strings.TrimSpace(t.Message))
+			case t.ExitCode == startImageVolume:
+				return false, fmt.Errorf("%w: container %s refused to start: %s: %w", errPodFailed, cs.Name, strings.TrimSpace(t.Message), sandbox.ErrUnsupportedImage)
 			}
 		}
 		if w := cs.State.Waiting; w != nil {
@@ -875,6 +913,7 @@ func (p *Provider) remove(ctx context.Context, id domain.ID) error {
 		if err := p.deletePod(rctx, name, pod.UID); err != nil {
 			return err
 		}
+		p.oom.Forget(string(pod.UID))
 	}
 	p.revokers.Forget(id)
 	return nil

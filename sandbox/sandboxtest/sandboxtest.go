@@ -40,7 +40,7 @@ type Harness struct {
 	Other sandbox.Provider
 	// Image is present in the backend and has a BusyBox-compatible
 	// /bin/sh with id, ps, sleep, setsid, dd, head, stat, mkfifo, find, md5sum,
-	// truncate, grep, tr and xargs; for the gate cases (Gate set), also
+	// truncate, grep, tr, xargs, tar and kill; for the gate cases (Gate set), also
 	// a `busybox` with wget, nc (with -e), nslookup and ssl_client.
 	Image string
 	// OtherImage is a second image (another ID) for the spec-mismatch
@@ -79,6 +79,12 @@ type Harness struct {
 	// the session, so the cases run while the backend finds it gone and
 	// falls back (and launches another).
 	Disrupt func(t *testing.T, sb sandbox.Sandbox)
+	// EntrypointImage is Image with an ENTRYPOINT that does not run its
+	// arguments (/bin/true); "" skips the case that a sandbox of it runs.
+	EntrypointImage string
+	// VolumeImage is Image with a VOLUME outside the writable places
+	// (/data); "" skips the case that Provision refuses it.
+	VolumeImage string
 	// Close, when set, runs after the suite's sessions are reaped and
 	// before Leftovers is checked: it removes what the provider keeps
 	// that is no session's (a warm pool), which must leave nothing.
@@ -153,6 +159,8 @@ func Run(t *testing.T, h Harness) {
 		{"Provision/FreshAfterReuse", testFresh},
 		{"Gate", testGate},
 		{"Provision/ForeignNameRefused", testForeignName},
+		{"Provision/ImageEntrypoint", testImageEntrypoint},
+		{"Provision/ImageVolumeRefused", testImageVolume},
 		{"Provision/StartsStopped", testStopped},
 		{"Hardening/Applied", testHardening},
 		{"Hardening/Environment", testEnvironment},
@@ -165,6 +173,10 @@ func Run(t *testing.T, h Harness) {
 		{"Exec/OutputFloodCapped", testFlood},
 		{"Exec/ForkBombContained", testForkBomb},
 		{"Exec/MemoryBalloonOOM", testOOM},
+		{"Exec/OOMLineNotForged", testOOMForged},
+		{"Exec/CommandTooLarge", testCommandTooLarge},
+		{"Exec/ForkFailureIsError", testForkFailure},
+		{"Exec/CutByReap", testCutByReap},
 		{"Files/RoundTrip", testFileRoundTrip},
 		{"Files/ReadErrors", testReadErrors},
 		{"Files/WriteErrors", testWriteErrors},
@@ -173,7 +185,11 @@ func Run(t *testing.T, h Harness) {
 		{"Files/WriteFiles", testWriteFiles},
 		{"Files/WriteFilesStopsAtFirstFailure", testWriteFilesFailure},
 		{"Files/WriteFilesConstantRoundTrips", testRoundTrips},
+		{"Files/WorkdirBelowTmp", testWorkdirBelowTmp},
+		{"Files/ReadAsSandboxUser", testReadAsUser},
+		{"Files/WriteRaceStaysInside", testWriteRace},
 		{"Export", testExport},
+		{"Export/ForgedArchiveRefused", testExportForged},
 		{"Attach", testAttach},
 		{"OwnedAndReap", testOwnedReap},
 	} {

@@ -5,14 +5,38 @@
 # says: "0" (NetNone), no network interface but loopback; "1" (NetLimited),
 # an interface whose default gateway this user cannot reach (the node's
 # gate rules reject the connect at once with "No route to host", where the
-# gateway itself would answer the closed port with a reset). Then it
-# sleeps; the pod's PID 1 (pause, shared PID namespace) reaps orphans.
+# gateway itself would answer the closed port with a reset). The writable
+# places follow ($3...): a directory mounted elsewhere that this user can
+# write (an image VOLUME the runtime made on the node's disk, outside every
+# bound) makes it exit 4. Then it sleeps; the pod's PID 1 (pause, shared
+# PID namespace) reaps orphans.
 pids=$1
 gated=$2
+shift 2
 refuse() {
 	echo "stockade: $*" >&2
 	exit 3
 }
+# st_volumes MOUNTINFO PLACE... prints the first mount point of MOUNTINFO
+# (/proc/self/mountinfo's format) that is a directory this user can write,
+# mounted read-write, outside /proc, /sys and /dev, and none of the PLACEs;
+# it fails when there is none.
+st_volumes() {
+	sv_f=$1
+	shift
+	while read -r _ _ _ _ sv_mp sv_opts _; do
+		case $sv_mp in /proc | /proc/* | /sys | /sys/* | /dev | /dev/*) continue ;; esac
+		case ,$sv_opts, in *,ro,*) continue ;; esac
+		sv_place=
+		for sv_p; do [ "$sv_mp" = "$sv_p" ] && sv_place=1; done
+		[ -z "$sv_place" ] && [ -d "$sv_mp" ] && [ -w "$sv_mp" ] && { echo "$sv_mp"; return 0; }
+	done <"$sv_f"
+	return 1
+}
+if sv=$(st_volumes /proc/self/mountinfo "$@"); then
+	echo "stockade: $sv is a writable mount outside the writable places ($*): an image VOLUME, which this sandbox cannot bound" >&2
+	exit 4
+fi
 if [ "$gated" = 1 ]; then
 	gw=
 	while read -r st_if st_dst st_gw _; do
