@@ -285,7 +285,7 @@ type GateSpec struct {
 	// OTelEndpoint is the OTLP/HTTP (protobuf) base URL the gate exports
 	// to: a span per request and counters, to OTelEndpoint+"/v1/traces"
 	// and +"/v1/metrics" (names and units: internal/gate's documentation,
-	// docs/SECURITY.md). It must be an http or https URL with a host and
+	// docs/design/gate.md). It must be an http or https URL with a host and
 	// an explicit port and no credentials, query or fragment; its
 	// addresses obey the gate's address rules (never loopback or
 	// link-local; private only as the backend admits). The gate reaches it

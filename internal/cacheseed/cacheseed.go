@@ -22,7 +22,7 @@
 //     that answers from the fresh cache, then from the seed, and writes only
 //     to the fresh cache.
 //
-// docs/SECURITY.md ("Seeded fresh build caches") states the argument in full, and
+// docs/design/seed.md states the argument in full, and
 // TestSeedSurvivesHostileValidation proves it against a real engine.
 //
 // Use:

@@ -2,7 +2,7 @@
 // (protobuf) with the OpenTelemetry Go SDK: a span and counter increments
 // per request (gate.Config.OnRecord). The names, their units and the
 // reasoning are in package internal/gate's documentation (Telemetry) and
-// docs/SECURITY.md. Only cmd/stockade-gate links this package: the SDK
+// docs/design/gate.md. Only cmd/stockade-gate links this package: the SDK
 // stays out of the session library and the CLI.
 //
 // The export never holds up a request: a span is queued (dropped when the
