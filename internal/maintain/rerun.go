@@ -39,7 +39,7 @@ func runPattern(test string) string {
 // reported nothing).
 func rerun(ctx context.Context, r *toolchain.Runner, src string, seed cacheseed.Seed, modPath string, tests []report.Finding, d time.Duration) (map[string][]string, string, error) {
 	until := time.Now().Add(d)
-	cctx, cancel := context.WithTimeout(ctx, d+hostGrace+toolchain.WorkTreeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, d+validate.HostGrace+toolchain.WorkTreeTimeout)
 	defer cancel()
 	c, err := r.Start(cctx, toolchain.Job{
 		Profile: toolchain.Execute, Source: src, Timeout: d + time.Minute,
@@ -54,7 +54,7 @@ func rerun(ctx context.Context, r *toolchain.Runner, src string, seed cacheseed.
 	for _, f := range tests {
 		for range Reruns {
 			left := time.Until(until)
-			if left < minStep {
+			if left < validate.MinStep {
 				return nil, "the reruns' time ran out", nil
 			}
 			o, err := ex.Exec(cctx, rerunArgv(f.Package, f.Test), left)

@@ -1,4 +1,4 @@
-package validate
+package inspect
 
 import (
 	"bytes"
@@ -27,6 +27,8 @@ import (
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -142,12 +144,12 @@ func prepareSeed(ctx context.Context, eng *dockerapi.Client, dataDir string) err
 		return err
 	}
 	log := slog.New(slog.DiscardHandler)
-	ic, err := pickImage(ctx, eng, ImageRequest{Table: imagetable.Default(), Directive: "1.24"}, log)
+	img, _, err := workflow.SelectImage(ctx, eng, workflow.ImageRequest{Table: imagetable.Default(), Directive: "1.24"}, log)
 	if err != nil {
 		return err
 	}
 	_, err = cacheseed.Ensure(ctx, eng, cacheseed.Config{
-		DataDir: dir, Image: ic.img.ID, GoVersion: ic.img.GoVersion, Settings: seedSettings, Owner: "validate-test",
+		DataDir: dir, Image: img.ID, GoVersion: img.GoVersion, Settings: validate.SeedSettings, Owner: "validate-test",
 	})
 	if errors.Is(err, cacheseed.ErrUnsupported) {
 		return nil
@@ -190,7 +192,7 @@ func goldenCompare(t *testing.T, name string, r *report.Report) {
 
 // noEngine fails the test on any engine call: refusals must not need one.
 type noEngine struct {
-	Engine // nil: every call panics
+	workflow.Engine // nil: every call panics
 }
 
 func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
@@ -208,7 +210,7 @@ func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, DataDir: t.TempDir()})
+			rep, err := Inspect(context.Background(), noEngine{}, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir()}})
 			if err != nil {
 				t.Fatalf("Inspect = %v; want a refusal report", err)
 			}
@@ -245,7 +247,7 @@ func TestInspect_MalformedGoModFails(t *testing.T) {
 	if out, err := host.CombinedOutput(); err == nil {
 		t.Fatalf("go list on the host passed on the malformed go.mod:\n%s", out)
 	}
-	rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, DataDir: t.TempDir()})
+	rep, err := Inspect(context.Background(), noEngine{}, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir()}})
 	if err != nil {
 		t.Fatalf("Inspect = %v; want a report", err)
 	}
@@ -310,24 +312,24 @@ var fixtures = []fixture{
 		}
 	}},
 	{repo: "failing-test", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusFail, "")
 	}},
 	{repo: "build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckBuild, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckBuild, report.StatusFail, "")
 	}},
 	{repo: "vet-finding", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckBuild, report.StatusPass, "")
-		checkStatus(t, r, CheckVet, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckVet, report.StatusFail, "")
 	}},
 	{repo: "test-build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckBuild, report.StatusPass, "")
-		checkStatus(t, r, CheckTest, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusFail, "")
 	}},
 	{repo: "hang", timeout: hangTimeout, verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusInconclusive, "timed out")
+		checkStatus(t, r, validate.CheckTest, report.StatusInconclusive, "timed out")
 	}},
 	{repo: "big-output", verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusInconclusive, "truncated")
+		checkStatus(t, r, validate.CheckTest, report.StatusInconclusive, "truncated")
 	}},
 	// go.mod has a requirement and no go line: the go command adds one to
 	// download the requirement, as at home. Acquisition does that on a
@@ -338,7 +340,7 @@ var fixtures = []fixture{
 			!strings.Contains(r.Source.Updated.Reason, "go: updating go.mod: open /src/go.mod: permission denied") {
 			t.Errorf("source %+v; want go.mod named as updated, with the go command's message", r.Source)
 		}
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 		if b, _ := os.ReadFile(filepath.Join(repos, "no-go-line", "go.mod")); strings.Contains(string(b), "\ngo ") {
 			t.Errorf("the user's go.mod changed:\n%s", b)
 		}
@@ -352,13 +354,13 @@ var fixtures = []fixture{
 		if r.Source == nil || r.Source.Updated == nil || !slices.Equal(r.Source.Updated.Files, []string{"go.sum"}) {
 			t.Errorf("source %+v; want go.sum named as updated", r.Source)
 		}
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 	}},
 	// Its test writes beside itself, as at home: the validation's
 	// throwaway working tree lets it, and the user's directory is
 	// untouched.
 	{repo: "writes-tree", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 		for _, name := range []string{"out.log", "link.txt"} {
 			if _, err := os.Lstat(filepath.Join(repos, "writes-tree", name)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s appeared in the user's directory: %v", name, err)
@@ -372,9 +374,9 @@ var fixtures = []fixture{
 	// (httptest, localhost, ::1, 0.0.0.0): execute has no network, but
 	// loopback works as on the host.
 	{repo: "loopback", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 		for _, c := range r.Checks {
-			if c.Name == CheckTest && (c.Tests == nil || c.Tests.Passed != 4) {
+			if c.Name == validate.CheckTest && (c.Tests == nil || c.Tests.Passed != 4) {
 				t.Errorf("tests %+v; want the four loopback tests passed", c.Tests)
 			}
 		}
@@ -390,7 +392,7 @@ var fixtures = []fixture{
 			}
 		}
 		slices.Sort(kinds)
-		if want := []string{"TestDockerDaemon " + KindNeedsHostService, "TestPostgres " + KindNeedsHostService}; !slices.Equal(kinds, want) {
+		if want := []string{"TestDockerDaemon " + validate.KindNeedsHostService, "TestPostgres " + validate.KindNeedsHostService}; !slices.Equal(kinds, want) {
 			t.Errorf("findings %q; want %q", kinds, want)
 		}
 	}},
@@ -441,10 +443,9 @@ func TestInspect_Fixtures(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 			defer cancel()
 			start := time.Now()
-			rep, err := Inspect(ctx, eng, InspectOptions{
-				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: timeout,
-				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-			})
+			rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: timeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+			}})
 			if err != nil {
 				t.Fatalf("Inspect(%s) = %v", fx.repo, err)
 			}
@@ -490,10 +491,9 @@ func TestInspect_OneAcquireContainer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
 	defer cancel()
 	c := &creates{Client: eng}
-	rep, err := Inspect(ctx, c, InspectOptions{
-		Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
-		LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-	})
+	rep, err := Inspect(ctx, c, Options{Options: workflow.Options{
+		Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,10 +554,9 @@ func TestInspect_CommittedTreeOrWorktree(t *testing.T) {
 		{true, "worktree", report.Failing},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
-		rep, err := Inspect(ctx, eng, InspectOptions{
-			Dir: dir, Worktree: tc.worktree, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
-			LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-		})
+		rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+			Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+		}, Worktree: tc.worktree})
 		cancel()
 		if err != nil {
 			t.Fatalf("Inspect(worktree=%v) = %v", tc.worktree, err)
@@ -651,10 +650,9 @@ func TestInspect_Monorepo(t *testing.T) {
 		{true, "worktree", report.Failing},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
-		rep, err := Inspect(ctx, eng, InspectOptions{
-			Dir: svc, Worktree: tc.worktree, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
-			LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-		})
+		rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+			Dir: svc, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+		}, Worktree: tc.worktree})
 		cancel()
 		if err != nil {
 			t.Fatalf("Inspect(worktree=%v) = %v", tc.worktree, err)
