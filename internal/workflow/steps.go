@@ -21,6 +21,11 @@ type Budget struct {
 	// Of names the bound in a report's timed_out_by, such as "the
 	// acquisition's budget".
 	Of string
+	// Grace: the step sets in-container timeouts from the time it is
+	// given, and its context ends validate.HostGrace after that time, so
+	// the host still collects, kills and removes what those timeouts
+	// ended. Without it the step's context ends with its time.
+	Grace bool
 	// Alone makes D the step's only bound (zero: it has none): the step
 	// runs however little is left of the deadline. The layout check has
 	// it (a refusal is decided on the host before anything else, and
@@ -29,22 +34,24 @@ type Budget struct {
 }
 
 // The steps' budgets, each declared once. A step gets min(its budget,
-// what is left of the deadline); the lock wait's budget, the validation's
-// and stockade scan's come from options (Lock, Validation, ScanFor).
+// what is left of the deadline); the lock step's budget and the
+// validation's come from options (Lock, Validation), and so does stockade
+// scan's (ScanBudget with -timeout).
 var (
-	CheckBudget      = Budget{D: 2 * time.Minute, Of: "the check's budget", Alone: true} // the layout check (maintain: and its git checks)
-	ImageBudget      = Budget{D: 10 * time.Minute, Of: "the image phase's budget"}       // choosing the toolchain image, or building it
-	ScannerBudget    = Budget{D: 25 * time.Minute, Of: "the scanner phase's budget"}     // building the pinned scanner on first use, its lock wait included
-	SeedBudget       = Budget{D: 20 * time.Minute, Of: "the seed phase's budget"}        // building the build-cache seed on first use: it compiles the standard library
-	ProbeBudget      = Budget{D: 2 * time.Minute, Of: "the probe phase's budget"}        // the mount probe's container
-	AcquireBudget    = Budget{D: 10 * time.Minute, Of: "the acquisition's budget"}       // downloading the modules of one tree
-	CandidatesBudget = Budget{D: 10 * time.Minute, Of: "the candidate listing's budget"} // listing and downloading the upgrade candidates
-	ScanBudget       = Budget{D: scanner.DefaultScanTimeout, Of: "the scan's budget"}    // the vulnerability scan of one tree
-	StageBudget      = Budget{D: 10 * time.Minute, Of: "go get's budget"}                // maintain: go get of one candidate, in the mutate profile
-	TidyBudget       = Budget{D: 10 * time.Minute, Of: "go mod tidy's budget"}           // maintain: both go mod tidy runs of one candidate
-	ProposalBudget   = Budget{D: 2 * time.Minute, Of: "the proposal's budget"}           // maintain: the git plumbing of one proposal
-	// Left is no budget of its own: what is left of the deadline.
-	Left = Budget{}
+	CheckBudget      = Budget{D: 2 * time.Minute, Of: "the check's budget", Alone: true}              // the layout check (maintain: and its git checks)
+	ImageBudget      = Budget{D: 10 * time.Minute, Of: "the image phase's budget"}                    // choosing the toolchain image, or building it
+	ScannerBudget    = Budget{D: 25 * time.Minute, Of: "the scanner phase's budget"}                  // building the pinned scanner on first use, its lock wait included
+	SeedBudget       = Budget{D: 20 * time.Minute, Of: "the seed phase's budget"}                     // building the build-cache seed on first use: it compiles the standard library
+	ProbeBudget      = Budget{D: 2 * time.Minute, Of: "the probe phase's budget"}                     // the mount probe's container
+	AcquireBudget    = Budget{D: 10 * time.Minute, Of: "the acquisition's budget", Grace: true}       // downloading the modules of one tree
+	CandidatesBudget = Budget{D: 10 * time.Minute, Of: "the candidate listing's budget", Grace: true} // listing and downloading the upgrade candidates
+	ScanBudget       = Budget{D: scanner.DefaultScanTimeout, Of: "the scan's budget", Grace: true}    // the vulnerability scan of one tree
+	StageBudget      = Budget{D: 10 * time.Minute, Of: "go get's budget", Grace: true}                // maintain: go get of one candidate, in the mutate profile
+	TidyBudget       = Budget{D: 10 * time.Minute, Of: "go mod tidy's budget", Grace: true}           // maintain: both go mod tidy runs of one candidate
+	ProposalBudget   = Budget{D: 2 * time.Minute, Of: "the proposal's budget"}                        // maintain: the git plumbing of one proposal
+	// Left is no budget of its own: what is left of the deadline (for
+	// steps on the host, or whose containers take what is left).
+	Left = Budget{Grace: true}
 	// Unbounded is no bound at all, for a step whose work is bounded
 	// elsewhere: the wait for work that runs beside earlier steps within
 	// a budget of its own (inspect's candidate listing), or a step made
@@ -63,7 +70,7 @@ func Lock(lockTimeout time.Duration) Budget {
 }
 
 // Validation is the budget of a validation: -timeout.
-func Validation(timeout time.Duration) Budget { return Budget{D: timeout, Of: "-timeout"} }
+func Validation(timeout time.Duration) Budget { return Budget{D: timeout, Of: "-timeout", Grace: true} }
 
 // ErrDeadline matches a *DeadlineError. A step's function returns it
 // (wrapped or not) when an in-container timeout it set from the time it
@@ -154,10 +161,9 @@ func (s *Steps) bound(b Budget) (time.Duration, string) {
 }
 
 // Do runs fn as the step name, with budget b. fn is given d, the time it
-// may take: min(b.D, what is left of the deadline), for the in-container
-// timeouts it sets; its context ends validate.HostGrace after that, so
-// the host still collects, kills and removes what those timeouts ended
-// (a budget that is Alone with no D: fn's context is ctx). Do returns a
+// may take: min(b.D, what is left of the deadline); its context ends
+// then, or, for a budget with Grace, validate.HostGrace later (a budget
+// that is Alone with no D: fn's context is ctx). Do returns a
 // *DeadlineError naming the step and the bound, without calling fn, when
 // less than validate.MinStep is left; and instead of fn's error when fn's
 // context ran out (not ctx) or fn returned ErrDeadline. Any other error
@@ -182,7 +188,11 @@ func (s *Steps) Do(ctx context.Context, name string, b Budget, fn func(ctx conte
 		s.log.Debug("time ran out", "phase", name, "limit", by)
 		return &DeadlineError{Step: name, By: by}
 	}
-	sctx, cancel := context.WithTimeout(ctx, d+s.grace)
+	end := d
+	if b.Grace {
+		end += s.grace
+	}
+	sctx, cancel := context.WithTimeout(ctx, end)
 	defer cancel()
 	err := fn(sctx, d)
 	var de *DeadlineError

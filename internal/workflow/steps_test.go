@@ -58,8 +58,9 @@ func TestBudget_Phase(t *testing.T) {
 	}
 }
 
-// TestDo_Errors: a step's context ends validate.HostGrace after its time
-// (the in-container timeouts it sets end first); its failure because that
+// TestDo_Errors: a step's context ends with its time, or, for a budget
+// with Grace, validate.HostGrace after it (the in-container timeouts it
+// sets end first); its failure because that
 // context ran out is a *DeadlineError, matched by ErrDeadline; a failure
 // of the caller's context, or any other error, is returned as it is, and
 // so is an error that already is a *DeadlineError.
@@ -69,7 +70,15 @@ func TestDo_Errors(t *testing.T) {
 	ctx := context.Background()
 
 	var dl time.Time
-	err := s.Do(ctx, "own", Budget{D: 2 * time.Second, Of: "own's"}, func(ctx context.Context, d time.Duration) error {
+	var hostDL time.Time
+	s.Do(ctx, "host", Budget{D: 2 * time.Second, Of: "host's"}, func(ctx context.Context, d time.Duration) error {
+		hostDL, _ = ctx.Deadline()
+		return nil
+	})
+	if left := time.Until(hostDL); left > 2*time.Second || left < time.Second {
+		t.Errorf("a host step's context ends in %v; want its time", left)
+	}
+	err := s.Do(ctx, "own", Budget{D: 2 * time.Second, Of: "own's", Grace: true}, func(ctx context.Context, d time.Duration) error {
 		dl, _ = ctx.Deadline()
 		return errOwn
 	})
@@ -80,12 +89,10 @@ func TestDo_Errors(t *testing.T) {
 		t.Errorf("the step's context ends in %v; want its time and validate.HostGrace", left)
 	}
 
-	// fn's context ran out: the host gave up on it (here with no grace,
-	// so the test does not wait for it).
+	// fn's context ran out: the host gave up on it.
 	s = NewSteps(1500*time.Millisecond, nil, nil)
-	s.grace = 0
 	called := false
-	err = s.Do(ctx, "cut", Left, func(ctx context.Context, d time.Duration) error {
+	err = s.Do(ctx, "cut", ProbeBudget, func(ctx context.Context, d time.Duration) error {
 		called = true
 		<-ctx.Done()
 		return fmt.Errorf("waiting: %w", ctx.Err())
