@@ -57,8 +57,8 @@ var ErrScanNeedsDB = errors.New("inspect: a scan needs a vulnerability database 
 // in o.Deadline (zero: DefaultDeadline), each with its own budget;
 // o.Timeout (zero: DefaultTimeout) bounds the validation.
 func Inspect(ctx context.Context, eng workflow.Engine, o Options) (*report.Report, error) {
-	timeout := or(o.Timeout, DefaultTimeout)
-	st := workflow.NewSteps(or(o.Deadline, DefaultDeadline), o.Logger, o.Progress)
+	timeout := o.TimeoutOr(DefaultTimeout)
+	st := workflow.NewSteps(o.DeadlineOr(DefaultDeadline), o.Logger, o.Progress)
 	p, err := workflow.Prepare(ctx, eng, o.Options, st, workflow.Plan{Worktree: o.Worktree, Validation: timeout})
 	defer p.Close(ctx)
 	var r results
@@ -87,8 +87,8 @@ func Scan(ctx context.Context, eng workflow.Engine, o Options) (*report.Report, 
 		return nil, ErrScanNeedsDB
 	}
 	budget := workflow.ScanBudget
-	budget.D = or(o.Timeout, DefaultScanTimeout)
-	st := workflow.NewSteps(or(o.Deadline, DefaultDeadline), o.Logger, o.Progress)
+	budget.D = o.TimeoutOr(DefaultScanTimeout)
+	st := workflow.NewSteps(o.DeadlineOr(DefaultDeadline), o.Logger, o.Progress)
 	p, err := workflow.Prepare(ctx, eng, o.Options, st, workflow.Plan{Worktree: o.Worktree})
 	defer p.Close(ctx)
 	var r results
@@ -239,12 +239,4 @@ func newReport(dir string, p *workflow.Prepared, r results, err error) (*report.
 		rep.Candidates = r.listed.cands
 	}
 	return rep, nil
-}
-
-// or is d, or def when d is not positive.
-func or(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }

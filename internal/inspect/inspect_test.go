@@ -22,9 +22,7 @@ import (
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/hosttest"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
-	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
@@ -37,25 +35,18 @@ var update = flag.Bool("update", false, "rewrite the golden reports in testdata/
 // repos is the fixture repositories' directory.
 var repos = filepath.Join("..", "..", "testdata", "repos")
 
-// shared is what the engine tests of this package share, made once: the
-// toolchain image, the fixture proxy and one data directory. The data
-// directory outlives the test process, so the trusted build-cache seed is
-// built once per image and reused by later runs, as inspect reuses it.
-var shared struct {
-	once    sync.Once
-	err     error
-	eng     *dockerapi.Client
-	proxy   string // generated fixture proxy
-	dataDir string
-	tmp     string
+// seed is the build-cache seed the fixtures' validations use, made once
+// in the shared data directory (which outlives the test process, so it is
+// built once per image and reused by later runs, as inspect reuses it).
+var seed struct {
+	once sync.Once
+	err  error
 }
 
 func TestMain(m *testing.M) {
 	fixturesOutsideGit()
 	code := m.Run()
-	if shared.tmp != "" {
-		removeTree(shared.tmp)
-	}
+	enginetest.RemoveToolchain()
 	os.Exit(code)
 }
 
@@ -77,11 +68,6 @@ func fixturesOutsideGit() {
 	os.Setenv("GIT_CEILING_DIRECTORIES", strings.Join(dirs, ":"))
 }
 
-// testDataDir is the data directory the engine tests share across runs:
-// $STOCKADE_TEST_DATADIR, or stockade-test/validate under the user's cache
-// directory (under the home directory, which VM-backed engines see).
-func testDataDir() (string, error) { return enginetest.SharedDataDir() }
-
 // removeTree removes dir, making what the tests made read-only writable
 // first.
 func removeTree(dir string) {
@@ -95,43 +81,24 @@ func removeTree(dir string) {
 }
 
 // engine returns the shared engine client, fixture proxy and data
-// directory, or skips with -short, or without an engine (failing instead
-// under STOCKADE_REQUIRE_ENGINE=1). The toolchain image is built from the host's Go if missing, as
-// inspect itself would.
+// directory (enginetest.Toolchain), with the seed the fixtures'
+// validations use.
 func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("engine-backed validations take minutes; skipped with -short")
-	}
-	c := enginetest.Client(t)
-	shared.once.Do(func() {
-		shared.eng = c
-		shared.tmp, shared.err = os.MkdirTemp("", "stockade-validate-")
-		if shared.err != nil {
-			return
-		}
-		shared.proxy = filepath.Join(shared.tmp, "proxy")
-		if shared.err = modproxy.Generate(filepath.Join("..", "..", "testdata", "modules"), shared.proxy); shared.err != nil {
-			return
-		}
-		if shared.dataDir, shared.err = testDataDir(); shared.err != nil {
-			return
-		}
+	eng, proxy, dataDir = enginetest.Toolchain(t, filepath.Join("..", "..", "testdata", "modules"))
+	seed.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 		defer cancel()
-		if _, shared.err = image.Build(ctx, c, image.Options{}); shared.err != nil {
-			return
-		}
-		shared.err = prepareSeed(ctx, c, shared.dataDir)
+		seed.err = prepareSeed(ctx, eng, dataDir)
 	})
-	if shared.err != nil {
-		t.Fatalf("preparing the shared engine fixtures: %v", shared.err)
+	if seed.err != nil {
+		t.Fatalf("preparing the build-cache seed: %v", seed.err)
 	}
-	return c, shared.proxy, shared.dataDir
+	return eng, proxy, dataDir
 }
 
-// seedTimeout bounds the shared setup, which builds the build-cache seed
-// when the data directory does not hold it yet: minutes on a busy machine.
+// seedTimeout bounds building the build-cache seed when the data
+// directory does not hold it yet: minutes on a busy machine.
 const seedTimeout = 30 * time.Minute
 
 // prepareSeed builds the seed the fixtures' validations will use, with its

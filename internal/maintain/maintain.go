@@ -131,12 +131,7 @@ func (o Options) scanConfig() string {
 	return fmt.Sprintf("vulndb %s\nprefer-fixes %v\n", o.vulnDBSum, o.PreferFixes)
 }
 
-func (o Options) timeout() time.Duration {
-	if o.Timeout <= 0 {
-		return DefaultTimeout
-	}
-	return o.Timeout
-}
+func (o Options) timeout() time.Duration { return o.TimeoutOr(DefaultTimeout) }
 
 func (o Options) identity() Identity {
 	who := o.Identity
@@ -212,7 +207,7 @@ func Maintain(ctx context.Context, eng workflow.Engine, o Options) (*Report, err
 	if x.log == nil {
 		x.log = slog.New(slog.DiscardHandler)
 	}
-	x.steps = workflow.NewSteps(or(o.Deadline, DefaultDeadline), x.log, o.Progress)
+	x.steps = workflow.NewSteps(o.DeadlineOr(DefaultDeadline), x.log, o.Progress)
 	x.p, err = workflow.Prepare(ctx, eng, o.Options, x.steps, workflow.Plan{Check: x.checkGit, SameCommit: true})
 	defer x.p.Close(ctx)
 	if x.p.Image != nil {
@@ -449,14 +444,6 @@ func tryInOrder(order []report.Candidate, each bool, more func() bool, try func(
 		}
 	}
 	return out, nil
-}
-
-// or is d, or def when d is not positive.
-func or(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 func policyText(p Policy) string {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/inspect"
+	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
@@ -29,13 +31,15 @@ func lockedDataDir(t *testing.T) string {
 	return dir
 }
 
-// TestMaintain_TimeRunsOutInThePrelude: when the -deadline ends a step
-// of the prelude, the run is validation_inconclusive naming the step and
-// the -deadline, as inspect's report is timed out there; never Stockade's
-// failure (exit 1): a probe the engine never ends, the data directory's
-// lock held by another run, and the scanner's build waiting for that
-// lock, each with -lock-timeout longer than what is left.
-func TestMaintain_TimeRunsOutInThePrelude(t *testing.T) {
+// TestTimeRunsOutInThePrelude_InspectAndMaintain: when the -deadline
+// ends a step of the prelude the workflows share, inspect's report is
+// inconclusive and names the step and the -deadline (timed_out,
+// timed_out_by), and maintain's run is validation_inconclusive saying the
+// same; neither is Stockade's failure (exit 1): a probe the engine never
+// ends, the data directory's lock held by another run, and the scanner's
+// build waiting for that lock, each with -lock-timeout longer than what
+// is left. (Maintain returned the failure before the prelude was one.)
+func TestTimeRunsOutInThePrelude_InspectAndMaintain(t *testing.T) {
 	eng, proxy, shared := engine(t)
 	img, _, err := workflow.SelectImage(context.Background(), eng, workflow.ImageRequest{Directive: "1.24"}, nil)
 	if err != nil {
@@ -64,22 +68,30 @@ func TestMaintain_TimeRunsOutInThePrelude(t *testing.T) {
 		{"scanner", eng, lockedDataDir(t), true, 15 * time.Second},
 	} {
 		t.Run(tc.step, func(t *testing.T) {
-			o := Options{Options: workflow.Options{Dir: fixtureRepo(t, "maintain-patch"), FixtureProxy: proxy, DataDir: tc.dataDir,
-				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t), Deadline: tc.deadline}}
+			o := workflow.Options{Dir: fixtureRepo(t, "maintain-patch"), FixtureProxy: proxy, DataDir: tc.dataDir,
+				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t), Deadline: tc.deadline}
 			if tc.vulnDB {
 				o.VulnDB = vulndbtest.Write(t, img.GoVersion)
 			}
+			by := "the -deadline (" + tc.deadline.String() + ")"
 			start := time.Now()
-			rep, err := Maintain(context.Background(), tc.eng, o)
-			if err != nil {
-				t.Fatalf("Maintain = %v after %v; want a report", err, time.Since(start))
+			rep, err := inspect.Inspect(context.Background(), tc.eng, inspect.Options{Options: o})
+			switch {
+			case err != nil:
+				t.Errorf("Inspect = %v after %v; want a report", err, time.Since(start))
+			case rep.Verdict != report.Inconclusive || rep.ExitCode != report.ExitFindings || rep.TimedOut != tc.step || rep.TimedOutBy != by:
+				t.Errorf("inspect: verdict %s (exit %d), timed out in %q by %q; want inconclusive in %s by %s", rep.Verdict, rep.ExitCode, rep.TimedOut, rep.TimedOutBy, tc.step, by)
 			}
-			want := "the -deadline (" + tc.deadline.String() + ") ran out during " + tc.step
-			if rep.Outcome != ValidationInconclusive || rep.ExitCode != ExitInconclusive || rep.Reason != want {
-				t.Errorf("outcome %s (exit %d): %q; want %s: %q", rep.Outcome, rep.ExitCode, rep.Reason, ValidationInconclusive, want)
+			start = time.Now()
+			mrep, err := Maintain(context.Background(), tc.eng, Options{Options: o})
+			switch want := by + " ran out during " + tc.step; {
+			case err != nil:
+				t.Errorf("Maintain = %v after %v; want a report", err, time.Since(start))
+			case mrep.Outcome != ValidationInconclusive || mrep.ExitCode != ExitInconclusive || mrep.Reason != want:
+				t.Errorf("maintain: outcome %s (exit %d): %q; want %s: %q", mrep.Outcome, mrep.ExitCode, mrep.Reason, ValidationInconclusive, want)
 			}
 			if d := time.Since(start); d > tc.deadline+time.Minute {
-				t.Errorf("took %v with a -deadline of %v", d, tc.deadline)
+				t.Errorf("maintain took %v with a -deadline of %v", d, tc.deadline)
 			}
 			noContainers(t, eng, o.Owner)
 		})

@@ -122,6 +122,21 @@ type Options struct {
 	VulnDB string
 }
 
+// TimeoutOr is Timeout, or the workflow's default def when Timeout is
+// not positive.
+func (o Options) TimeoutOr(def time.Duration) time.Duration { return orDefault(o.Timeout, def) }
+
+// DeadlineOr is Deadline, or the workflow's default def when Deadline is
+// not positive.
+func (o Options) DeadlineOr(def time.Duration) time.Duration { return orDefault(o.Deadline, def) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
 // DefaultDataDir returns $XDG_CACHE_HOME/stockade (os.UserCacheDir). It is
 // under the home directory, which VM-backed engines share by default.
 func DefaultDataDir() (string, error) {
