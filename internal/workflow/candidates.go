@@ -95,8 +95,8 @@ type downloadedModule struct {
 	GoMod         string
 }
 
-// DownloadStatus is what go mod download said about one module.
-type DownloadStatus struct {
+// downloadStatus is what go mod download said about one module.
+type downloadStatus struct {
 	Path, Version string
 	// NeedsGo is the Go version the module requires when the download
 	// failed because the toolchain is too old; empty otherwise.
@@ -108,8 +108,8 @@ type DownloadStatus struct {
 // parseDownload reads go mod download -json output. The go command exits
 // non-zero when any module failed, so the exit code alone says nothing;
 // each object's Error is classified here.
-func parseDownload(stdout []byte) ([]DownloadStatus, error) {
-	var out []DownloadStatus
+func parseDownload(stdout []byte) ([]downloadStatus, error) {
+	var out []downloadStatus
 	dec := json.NewDecoder(bytes.NewReader(stdout))
 	for {
 		var m downloadedModule
@@ -120,7 +120,7 @@ func parseDownload(stdout []byte) ([]DownloadStatus, error) {
 		if err != nil {
 			return nil, fmt.Errorf("workflow: reading go mod download output: %w", err)
 		}
-		s := DownloadStatus{Path: m.Path, Version: m.Version}
+		s := downloadStatus{Path: m.Path, Version: m.Version}
 		if m.Error != "" {
 			// The go command prints the same error as "go: <error>" on
 			// stderr; testjson classifies that form.
@@ -199,7 +199,7 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 	if err != nil {
 		return nil, err
 	}
-	byQuery := map[string]DownloadStatus{}
+	byQuery := map[string]downloadStatus{}
 	for _, s := range st {
 		byQuery[s.Path+"@"+s.Version] = s
 	}

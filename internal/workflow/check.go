@@ -20,7 +20,7 @@ import (
 // copied into a scratch directory of the data directory dataDir (empty:
 // DefaultDataDir()) for the check and removed after (toolchain.Scratch).
 // The go directive must be one of the releases the host and dataDir have
-// (Releases).
+// (releases).
 //
 // It returns go.mod's facts (when it parses), which tree that is, and the
 // refusal: an unsupported layout, a go directive no image can build, or a
@@ -37,7 +37,7 @@ func Check(ctx context.Context, dir string, worktree bool, dataDir string) (*gom
 
 func checkTree(ctx context.Context, dir string, worktree bool, dataDir string) (*gomod.Module, *report.Source, error) {
 	if _, _, git := toolchain.GitWorkTree(ctx, dir); !git {
-		m, _, err := gomod.Check(dir, Releases(ctx, dataDir), nil)
+		m, _, err := gomod.Check(dir, releases(ctx, dataDir), nil)
 		return m, &report.Source{Kind: "directory"}, err
 	}
 	dataDir, defaultDir, err := DataDir(dataDir)
@@ -64,7 +64,7 @@ func checkTree(ctx context.Context, dir string, worktree bool, dataDir string) (
 // that it has no submodule, whose content is not in the repository (what
 // would run is not what a clone with submodules has).
 func checkModule(ctx context.Context, snap toolchain.Snapshot, dataDir string) (*gomod.Module, error) {
-	m, _, err := gomod.Check(snap.Dir, Releases(ctx, dataDir), nil)
+	m, _, err := gomod.Check(snap.Dir, releases(ctx, dataDir), nil)
 	if err == nil && len(snap.Submodules) > 0 {
 		err = &gomod.UnsupportedError{Reason: gomod.ReasonSubmodule, Path: snap.Submodules[0]}
 	}

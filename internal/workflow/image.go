@@ -77,7 +77,7 @@ func SelectImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *sl
 	}
 	table := req.Table
 	if table == nil {
-		table = Releases(ctx, req.DataDir)
+		table = releases(ctx, req.DataDir)
 	} else {
 		table, _ = withHostGo(ctx, table, log)
 	}
@@ -199,13 +199,13 @@ func withHostGo(ctx context.Context, table *imagetable.Table, log *slog.Logger) 
 	return t, nil
 }
 
-// Releases returns the Go releases a workflow can use without any image
+// releases returns the Go releases a workflow can use without any image
 // present: the module proxy's (imagetable.Default()), those already
 // fetched into dataDir's toolchain cache (by `stockade image build -go`;
 // empty dataDir means DefaultDataDir()), and the host's Go. The layout
 // check refuses a module newer than all of them. It reads and creates
 // nothing but what exists.
-func Releases(ctx context.Context, dataDir string) *imagetable.Table {
+func releases(ctx context.Context, dataDir string) *imagetable.Table {
 	t := imagetable.Default()
 	if dataDir == "" {
 		dataDir, _ = DefaultDataDir()

@@ -124,7 +124,7 @@ func Prepare(ctx context.Context, eng Engine, o Options, st *Steps, plan Plan) (
 		Step{Name: "check", Budget: CheckBudget, Do: p.check},
 		Step{Name: "image", Budget: ImageBudget, Do: p.image},
 		Step{Name: "scanner", Budget: ScannerBudget, Do: p.ensureScanner, Skip: o.VulnDB == ""},
-		Step{Name: "lock", Budget: Lock(o.LockTimeout), Do: p.open},
+		Step{Name: "lock", Budget: lockBudget(o.LockTimeout), Do: p.open},
 		Step{Name: "snapshot", Budget: Left, Do: p.snapshot},
 		Step{Name: "seed", Budget: SeedBudget, Do: p.ensureSeed},
 		Step{Name: "probe", Budget: ProbeBudget, Do: p.probe},

@@ -35,7 +35,7 @@ type Budget struct {
 
 // The steps' budgets, each declared once. A step gets min(its budget,
 // what is left of the deadline); the lock step's budget and the
-// validation's come from options (Lock, Validation), and so does stockade
+// validation's come from options (lockBudget, Validation), and so does stockade
 // scan's (ScanBudget with -timeout).
 var (
 	CheckBudget      = Budget{D: 2 * time.Minute, Of: "the check's budget", Alone: true}              // the layout check (maintain: and its git checks)
@@ -63,9 +63,9 @@ var (
 // crashed run left, making the run's directories.
 const openBudget = 5 * time.Minute
 
-// Lock is the budget of the lock step: the lock wait lockTimeout, then
+// lockBudget is the budget of the lock step: the lock wait lockTimeout, then
 // opening the run.
-func Lock(lockTimeout time.Duration) Budget {
+func lockBudget(lockTimeout time.Duration) Budget {
 	return Budget{D: lockTimeout + openBudget, Of: "-lock-timeout and opening the run"}
 }
 

@@ -117,7 +117,7 @@ func TestDo_Errors(t *testing.T) {
 	}
 
 	// A lock the step's time cut short is time running out.
-	err = s.Do(ctx, "lock", Lock(10*time.Minute), func(_ context.Context, d time.Duration) error {
+	err = s.Do(ctx, "lock", lockBudget(10*time.Minute), func(_ context.Context, d time.Duration) error {
 		return lockCut(&toolchain.LockedError{}, d/2, d)
 	})
 	if !errors.As(err, new(*DeadlineError)) || err.Error() != "-lock-timeout and opening the run (15m0s) ran out during lock" {
