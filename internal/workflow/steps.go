@@ -34,9 +34,9 @@ type Budget struct {
 }
 
 // The steps' budgets, each declared once. A step gets min(its budget,
-// what is left of the deadline); the lock step's budget and the
-// validation's come from options (lockBudget, Validation), and so does stockade
-// scan's (ScanBudget with -timeout).
+// what is left of the deadline); the lock step's and the validation's
+// come from options (lockBudget, Validation), and so does stockade scan's
+// (ScanBudget with -timeout).
 var (
 	CheckBudget      = Budget{D: 2 * time.Minute, Of: "the check's budget", Alone: true}              // the layout check (maintain: and its git checks)
 	ImageBudget      = Budget{D: 10 * time.Minute, Of: "the image phase's budget"}                    // choosing the toolchain image, or building it
