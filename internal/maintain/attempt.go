@@ -20,9 +20,6 @@ import (
 	"github.com/stockade/stockade/internal/workflow"
 )
 
-// maxDetail caps the go command's stderr kept in an attempt, in bytes.
-const maxDetail = 4 << 10
-
 // attempt tries one candidate against the baseline, after tried others:
 // stage it with go get, pass the admission gate, normalize with go mod
 // tidy, validate the upgraded tree, compare, rerun what fails, and make
@@ -97,7 +94,7 @@ func (t *try) stage(ctx context.Context, d time.Duration) error {
 	case out.TimedOut || validate.OutputReason(out) != "":
 		return end(ValidationInconclusive, "go get %s: %s", t.target, validate.OutputReason(out))
 	case out.ExitCode != 0:
-		t.a.Detail = capText(out.Stderr)
+		t.a.Detail = report.Detail(out.Stderr)
 		if n := testjson.NeedsNewerGo(out.Stderr); len(n) > 0 {
 			t.a.Module = n[0].Module
 			return end(RequiresNewerToolchain, "%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", n[0].Module, n[0].Version, n[0].Go, t.p.Image.Minor)
@@ -323,7 +320,7 @@ func (x *run) normalize(ctx context.Context, staging string, before *manifest, t
 		}
 		if out.ExitCode != 0 {
 			return tidied, &Refusal{Rule: "tidy_failed", Module: target.Path,
-				Reason: fmt.Sprintf("go mod tidy failed (exit %d): %s", out.ExitCode, capText(out.Stderr))}, "", nil
+				Reason: fmt.Sprintf("go mod tidy failed (exit %d): %s", out.ExitCode, report.Detail(out.Stderr))}, "", nil
 		}
 		if runs[i], err = readManifests(staging); err != nil {
 			return tidied, nil, "", err
@@ -435,11 +432,4 @@ func describeFindings(fs []report.Finding) string {
 		s = append(s, what+": "+f.Message)
 	}
 	return strings.Join(s, "; ")
-}
-
-func capText(b []byte) string {
-	if len(b) > maxDetail {
-		return string(b[:maxDetail]) + "..."
-	}
-	return string(b)
 }

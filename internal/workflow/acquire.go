@@ -134,7 +134,7 @@ func acquireModules(ctx context.Context, acq validate.Execer, m *gomod.Module, i
 	if u := manifestUpdateRE.Find(out.Stderr); u != nil {
 		return Acquired{Failure: &report.Acquisition{
 			Reason: "go mod download needs to update go.mod or go.sum, which this validation keeps as the repository has them",
-			Detail: capText(out.Stderr, maxAcquisitionDetail),
+			Detail: report.Detail(out.Stderr),
 		}, update: string(u)}, nil
 	}
 	if mod, ver, need, ok := needsNewerGo(ctx, acq, out, m); ok {
@@ -143,7 +143,7 @@ func acquireModules(ctx context.Context, acq validate.Execer, m *gomod.Module, i
 	}
 	return Acquired{Failure: &report.Acquisition{
 		Reason: fmt.Sprintf("go mod download failed (exit %d): the modules go.mod requires could not be downloaded", out.ExitCode),
-		Detail: capText(out.Stderr, maxAcquisitionDetail),
+		Detail: report.Detail(out.Stderr),
 	}}, nil
 }
 
@@ -214,22 +214,10 @@ func completeSums(ctx context.Context, acq validate.Execer) (Acquired, error) {
 	if u := manifestUpdateRE.Find(out.Stderr); out.ExitCode != 0 && u != nil {
 		return Acquired{Failure: &report.Acquisition{
 			Reason: "the checks need go.sum entries (or requirements) the repository's manifests lack",
-			Detail: capText(out.Stderr, maxAcquisitionDetail),
+			Detail: report.Detail(out.Stderr),
 		}, update: string(u)}, nil
 	}
 	return Acquired{}, nil
-}
-
-// maxAcquisitionDetail caps the go command's stderr kept in the report of
-// a failed acquisition, in bytes.
-const maxAcquisitionDetail = 4 << 10
-
-// capText returns b as text, at most max bytes of it.
-func capText(b []byte, max int) string {
-	if len(b) > max {
-		return string(b[:max]) + "..."
-	}
-	return string(b)
 }
 
 // needsNewerGo says whether a failed acquisition failed because a
