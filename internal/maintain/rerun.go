@@ -33,7 +33,8 @@ func runPattern(test string) string {
 }
 
 // rerun runs each test of tests Reruns times, alone, in one fresh execute
-// container (its own build cache) on the snapshot at src, within d. It
+// container (validate.StartValidation: its own build cache over seed, its
+// own working tree) on the snapshot at src, within d. It
 // returns each test's results by finding key ("pass" or "fail"), or why
 // a run cannot be trusted (a timeout, truncated output, a test that
 // reported nothing).
@@ -41,10 +42,7 @@ func rerun(ctx context.Context, r *toolchain.Runner, src string, seed cacheseed.
 	until := time.Now().Add(d)
 	cctx, cancel := context.WithTimeout(ctx, d+validate.HostGrace+toolchain.WorkTreeTimeout)
 	defer cancel()
-	c, err := r.Start(cctx, toolchain.Job{
-		Profile: toolchain.Execute, Source: src, Timeout: d + time.Minute,
-		ReadOnly: seed.Mounts(), Env: seed.Env(),
-	})
+	c, err := validate.StartValidation(cctx, r, src, d, seed)
 	if err != nil {
 		return nil, "", err
 	}
