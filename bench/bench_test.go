@@ -42,10 +42,12 @@ import (
 	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
+	"github.com/stockade/stockade/internal/inspect"
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox"
 	sdocker "github.com/stockade/stockade/sandbox/docker"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -280,7 +282,7 @@ func (s *suite) validations(tb *table, rounds, emptyRounds int) {
 	}
 }
 
-// inspect measures a whole `stockade inspect` (validate.Inspect: check,
+// inspect measures a whole `stockade inspect` (inspect.Inspect: check,
 // image, lock and reap, seed, snapshot, probe, acquire, validation,
 // candidates) of each fixture against the host running the same commands
 // (go mod download, the validation, the candidates listing) with the same
@@ -295,13 +297,13 @@ func (s *suite) inspect(tb *table, rounds int) {
 		s.t.Fatal(err)
 	}
 	proxy := s.tcfg.FixtureProxy
-	opts := func(f string) validate.InspectOptions {
-		return validate.InspectOptions{Dir: s.mods[f], FixtureProxy: proxy, DataDir: dataDir, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}
+	opts := func(f string) inspect.Options {
+		return inspect.Options{Options: workflow.Options{Dir: s.mods[f], FixtureProxy: proxy, DataDir: dataDir, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}}
 	}
 	var seedNote string
 	for _, f := range fixtures {
 		t0 := time.Now()
-		rep, err := validate.Inspect(ctx, s.eng, opts(f))
+		rep, err := inspect.Inspect(ctx, s.eng, opts(f))
 		if err != nil {
 			s.t.Fatalf("inspect %s: %v", f, err)
 		}
@@ -322,7 +324,7 @@ func (s *suite) inspect(tb *table, rounds int) {
 				res[f] = p
 			}
 			t0 := time.Now()
-			if _, err := validate.Inspect(ctx, s.eng, opts(f)); err != nil {
+			if _, err := inspect.Inspect(ctx, s.eng, opts(f)); err != nil {
 				s.t.Fatalf("inspect %s: %v", f, err)
 			}
 			p.ctr = append(p.ctr, time.Since(t0))
@@ -333,7 +335,7 @@ func (s *suite) inspect(tb *table, rounds int) {
 	if seedNote != "" {
 		tb.title("Inspect's own seed: %s.", seedNote)
 	}
-	tb.section("Whole inspect (validate.Inspect, seeded) vs the host running its commands with the same cache state, one after another and with the candidate listing beside the validation as inspect runs it: median wall time",
+	tb.section("Whole inspect (inspect.Inspect, seeded) vs the host running its commands with the same cache state, one after another and with the candidate listing beside the validation as inspect runs it: median wall time",
 		"fixture", "stockade inspect", "host", "inspect/host", "host, listing beside", "inspect/host beside")
 	for _, f := range fixtures {
 		c, h, hb := median(res[f].ctr), median(res[f].host), median(res[f].hostBeside)
@@ -374,7 +376,7 @@ func (s *suite) hostInspect(ctx context.Context, f, proxy, modCache string, firs
 	}
 	listed := make(chan error, 1)
 	list := func() {
-		_, err := validate.Candidates(ctx, x, m.Direct())
+		_, err := workflow.Candidates(ctx, x, m.Direct())
 		listed <- err
 	}
 	if beside {

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/internal/inspect"
 	"github.com/stockade/stockade/internal/maintain"
-	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // maintainCase is a fixture maintain runs on, and whether with -each.
@@ -38,7 +39,7 @@ func (s *suite) maintain(tb *table, rounds int) {
 	proxy := s.tcfg.FixtureProxy
 	inspect := func(dir string) time.Duration {
 		t0 := time.Now()
-		if _, err := validate.Inspect(ctx, s.eng, validate.InspectOptions{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}); err != nil {
+		if _, err := inspect.Inspect(ctx, s.eng, inspect.Options{Options: workflow.Options{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}}); err != nil {
 			s.t.Fatalf("inspect %s: %v", dir, err)
 		}
 		return time.Since(t0)
@@ -52,7 +53,7 @@ func (s *suite) maintain(tb *table, rounds int) {
 		for _, c := range maintainCases {
 			repo := s.gitFixture(c.fixture)
 			t0 := time.Now()
-			rep, err := maintain.Maintain(ctx, s.eng, maintain.Options{Dir: repo, FixtureProxy: proxy, DataDir: dataDir, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute, Each: c.each})
+			rep, err := maintain.Maintain(ctx, s.eng, maintain.Options{Options: workflow.Options{Dir: repo, FixtureProxy: proxy, DataDir: dataDir, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}, Each: c.each})
 			took := time.Since(t0)
 			if err != nil {
 				s.t.Fatalf("maintain %s: %v", c.fixture, err)

@@ -9,14 +9,15 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/stockade/stockade/internal/inspect"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/scanner"
-	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
 	"github.com/stockade/stockade/internal/vulnjson"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
-// scan measures `stockade scan` (validate.Inspect with ScanOnly: layout
+// scan measures `stockade scan` (inspect.Scan: layout
 // check, image, scanner verification, lock, snapshot, probe, acquisition,
 // the scan in execute) against the same govulncheck binary run on the
 // host over a copy of the module, with the same database and the same
@@ -47,9 +48,8 @@ func (s *suite) scan(tb *table, rounds int) {
 		{"testdata/repos/vuln", fixture, s.tcfg.FixtureProxy},
 		{"stockade (this repository)", self, ""},
 	}
-	opts := func(m module) validate.InspectOptions {
-		return validate.InspectOptions{Dir: m.dir, FixtureProxy: m.proxy, DataDir: dataDir, VulnDB: db, ScanOnly: true,
-			Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}
+	opts := func(m module) inspect.Options {
+		return inspect.Options{Options: workflow.Options{Dir: m.dir, FixtureProxy: m.proxy, DataDir: dataDir, VulnDB: db, Owner: s.tcfg.Owner, LockTimeout: 10 * time.Minute}}
 	}
 	// Untimed: the scanner (built on first use), the seed, the vulns the
 	// container finds, and the host's module cache.
@@ -64,7 +64,7 @@ func (s *suite) scan(tb *table, rounds int) {
 	hostMods := s.dir777(filepath.Join(dataDir, "host-modcache-scan"))
 	ctrFound := map[string]int{}
 	for _, m := range mods {
-		rep, err := validate.Inspect(ctx, s.eng, opts(m))
+		rep, err := inspect.Scan(ctx, s.eng, opts(m))
 		if err != nil || rep.Vulns == nil || rep.Vulns.Status != report.ScanComplete {
 			s.t.Fatalf("scan %s: %v %+v", m.name, err, rep)
 		}
@@ -82,7 +82,7 @@ func (s *suite) scan(tb *table, rounds int) {
 				res[m.name] = p
 			}
 			t0 := time.Now()
-			rep, err := validate.Inspect(ctx, s.eng, opts(m))
+			rep, err := inspect.Scan(ctx, s.eng, opts(m))
 			if err != nil {
 				s.t.Fatalf("scan %s: %v", m.name, err)
 			}

@@ -44,7 +44,7 @@ var firstUseRepo = map[string]string{
 // -openvex. Then the same three again with no go command on PATH, now that
 // the images exist. Nothing it runs may depend on the working directory,
 // on this source tree or on the host's Go. The workflows themselves are
-// proven in internal/validate and internal/maintain; this proves the
+// proven in internal/inspect and internal/maintain; this proves the
 // command a user runs.
 func TestFirstUse(t *testing.T) {
 	if testing.Short() {

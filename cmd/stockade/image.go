@@ -14,7 +14,7 @@ import (
 
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
-	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -200,11 +200,11 @@ func imageBuild(ctx context.Context, env *cmdEnv, o imageOpts) error {
 	// A host without a static busybox has Debian's fetched into the cache
 	// too, unless one is given or none wanted.
 	if o.goRelease != "" || o.cgo || o.busybox == "" && !o.noBusybox {
-		if cacheDir, err = validate.ToolchainCache(o.dataDir); err != nil {
+		if cacheDir, err = workflow.ToolchainCache(o.dataDir); err != nil {
 			return err
 		}
 		// As inspect's builds: one at a time per data directory.
-		lock, err := validate.LockImageBuilds(ctx, cacheDir)
+		lock, err := workflow.LockImageBuilds(ctx, cacheDir)
 		if err != nil {
 			return err
 		}

@@ -11,11 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockade/stockade/internal/inspect"
 	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
-	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -121,14 +122,14 @@ func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args 
 	rf := addRunFlags(fs, "inspect").withOpenVEX(fs)
 	var (
 		worktree = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
-		timeout  = fs.Duration("timeout", validate.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
-		deadline = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
+		timeout  = fs.Duration("timeout", inspect.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
+		deadline = fs.Duration("deadline", inspect.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
 		vulnDB   = fs.String("vulndb", "", "also scan for vulnerabilities against the database in `DIR` (Go vulnerability database layout, or a .zip); default $"+vulndb.EnvDefault+" when set")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
-		return rf.runInspect(ctx, env, args, validate.InspectOptions{
-			Worktree: *worktree, Timeout: *timeout, Deadline: *deadline, VulnDB: vulnDBOr(*vulnDB),
-		})
+		return rf.runInspect(ctx, env, args, inspect.Inspect, inspect.Options{Worktree: *worktree, Options: workflow.Options{
+			Timeout: *timeout, Deadline: *deadline, VulnDB: vulnDBOr(*vulnDB),
+		}})
 	}
 }
 
@@ -141,10 +142,10 @@ func vulnDBOr(flag string) string {
 }
 
 // runInspect checks the shared flags and DIR, completes opts (whose
-// Worktree, Timeout, Deadline and scan fields the command set) with them,
-// runs validate.Inspect and prints its report; the report's exit code is
-// the command's. inspect and scan run through it.
-func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, opts validate.InspectOptions) error {
+// Worktree, Timeout, Deadline and VulnDB the command set) with them, runs
+// run (inspect.Inspect or inspect.Scan) and prints its report; the
+// report's exit code is the command's. inspect and scan run through it.
+func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, run workflowFunc, opts inspect.Options) error {
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -154,42 +155,25 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, o
 	if f.openVEX != nil && *f.openVEX != "" && opts.VulnDB == "" {
 		return f.usagef("-openvex needs a vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
 	}
-	dir, err := f.dir(args)
-	if err != nil {
-		return err
-	}
-	fp, cleanup, err := f.fixture()
+	shared, cleanup, err := f.options(env, args)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	lockTimeout := *f.lockTimeout
-	opts.Dir, opts.FixtureProxy, opts.Proxy, opts.DataDir, opts.LockTimeout = dir, fp, *f.proxy, *f.dataDir, lockTimeout
-	opts.Image, opts.Pull, opts.Cgo, opts.AptPackages, opts.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
-	opts.GateNetwork, opts.SumDB = *f.gateNetwork, *f.sumDB
-	if opts.GateAllowPrivate, err = f.private(); err != nil {
-		return err
-	}
-	if opts.Access, err = f.access(); err != nil {
-		return err
-	}
-	// Waiting is the one thing said off a terminal: a run that seems to
-	// hang should say why.
-	opts.OnLockWait = func(holder string) {
-		fmt.Fprintf(env.stderr, "stockade %s: the data directory's lock is held (%s); waiting up to %v\n", f.cmd, holder, lockTimeout)
-	}
+	shared.Timeout, shared.Deadline, shared.VulnDB = opts.Timeout, opts.Deadline, opts.VulnDB
+	opts.Options = shared
 	stopProgress := func() {}
 	if !*f.verbose && isTerminal(env.stderr) {
 		p := newProgress(env.stderr, f.cmd)
 		stopProgress = p.stop
 		opts.Progress = p.phase
 		opts.OnLockWait = func(holder string) {
-			p.phase(fmt.Sprintf("waiting up to %v for the data directory's lock (%s)", lockTimeout, holder))
+			p.phase(fmt.Sprintf("waiting up to %v for the data directory's lock (%s)", opts.LockTimeout, holder))
 		}
 	}
-	rep, err := inspect(ctx, opts)
+	rep, err := withEngine(ctx, run, opts)
 	stopProgress() // erase the line before anything else is printed
-	if errors.Is(err, vulndb.ErrInvalid) || errors.Is(err, validate.ErrScanNeedsDB) {
+	if errors.Is(err, vulndb.ErrInvalid) || errors.Is(err, inspect.ErrScanNeedsDB) {
 		return f.usagef("%v", err)
 	}
 	if err != nil {
@@ -226,13 +210,17 @@ func (f *runFlags) emit(env *cmdEnv, rep *report.Report) error {
 	return nil
 }
 
-// inspect runs validate.Inspect, which refuses a layout before it calls the
-// engine; when no engine can even be found, a refusal is still reported,
-// and an input that cannot be read still named as such.
-func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report, error) {
+// workflowFunc is inspect.Inspect or inspect.Scan.
+type workflowFunc func(context.Context, workflow.Engine, inspect.Options) (*report.Report, error)
+
+// withEngine runs run on the engine; it refuses a layout before it calls
+// the engine, and when no engine can even be found, a refusal is still
+// reported (inspect.Refuse), and an input that cannot be read still named
+// as such.
+func withEngine(ctx context.Context, run workflowFunc, opts inspect.Options) (*report.Report, error) {
 	eng, err := dockerapi.New("")
 	if err != nil {
-		rep, refused, rerr := validate.Refuse(ctx, opts.Dir, opts.Worktree, opts.DataDir)
+		rep, refused, rerr := inspect.Refuse(ctx, opts.Dir, opts.Worktree, opts.DataDir)
 		switch {
 		case refused:
 			return rep, nil
@@ -242,7 +230,7 @@ func inspect(ctx context.Context, opts validate.InspectOptions) (*report.Report,
 		return nil, err
 	}
 	defer eng.Close()
-	return validate.Inspect(ctx, eng, opts)
+	return run(ctx, eng, opts)
 }
 
 // fixtureProxyDir returns the absolute GOPROXY directory for dir: dir
@@ -262,11 +250,9 @@ func fixtureProxyDir(cmd, dir, dataDir string) (string, func(), error) {
 	if _, err := modproxy.Scan(abs); err != nil {
 		return abs, func() {}, nil // not module sources: a proxy already
 	}
-	defaultDir := dataDir == ""
-	if defaultDir {
-		if dataDir, err = validate.DefaultDataDir(); err != nil {
-			return "", nil, err
-		}
+	dataDir, defaultDir, err := workflow.DataDir(dataDir)
+	if err != nil {
+		return "", nil, err
 	}
 	tmp, err := toolchain.NewScratch(dataDir, defaultDir)
 	if err != nil {

@@ -145,37 +145,19 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 				return rf.usagef("-date: %v", err)
 			}
 		}
-		dir, err := rf.dir(args)
-		if err != nil {
-			return err
-		}
-		fp, cleanup, err := rf.fixture()
+		shared, cleanup, err := rf.options(env, args)
 		if err != nil {
 			return err
 		}
 		defer cleanup()
-		log := rf.logger(env.stderr)
-		lockTimeout := *rf.lockTimeout
 		eng, err := dockerapi.New("")
 		if err != nil {
 			return err
 		}
 		defer eng.Close()
-		private, err := rf.private()
-		if err != nil {
-			return err
-		}
-		access, err := rf.access()
-		if err != nil {
-			return err
-		}
+		shared.Timeout, shared.Deadline, shared.VulnDB = *timeout, *deadline, db
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
-			Dir: dir, FixtureProxy: fp, Proxy: *rf.proxy, SumDB: *rf.sumDB, Access: access, GateNetwork: *rf.gateNetwork, GateAllowPrivate: private, Timeout: *timeout, Deadline: *deadline,
-			DataDir: *rf.dataDir, LockTimeout: lockTimeout, Image: *rf.image, Pull: *rf.pull, Cgo: *rf.cgo, AptPackages: rf.apt(), Policy: policy,
-			Each: *each, Branch: *branch, Identity: who, Logger: log, VulnDB: db, PreferFixes: *preferFixes,
-			OnLockWait: func(holder string) {
-				fmt.Fprintf(env.stderr, "stockade maintain: the data directory's lock is held (%s); waiting up to %v\n", holder, lockTimeout)
-			},
+			Options: shared, Policy: policy, Each: *each, Branch: *branch, Identity: who, PreferFixes: *preferFixes,
 		})
 		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) || errors.Is(err, vulndb.ErrInvalid) {
 			return rf.usagef("%v", err)

@@ -9,7 +9,7 @@ import (
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/toolchain"
-	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -50,7 +50,7 @@ Examples:
 func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
 	var (
 		dataDir     = fs.String("data-dir", "", "`DIR` whose runs' containers to reap; default $XDG_CACHE_HOME/stockade")
-		lockTimeout = fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for the data directory's lock (held by a run while it starts, or another reap)")
+		lockTimeout = fs.Duration("lock-timeout", workflow.DefaultLockTimeout, "how long to wait for the data directory's lock (held by a run while it starts, or another reap)")
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		if len(args) != 0 {
@@ -58,7 +58,7 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []s
 		}
 		dir, prepare := *dataDir, toolchain.PrepareDataDir
 		if dir == "" {
-			d, err := validate.DefaultDataDir()
+			d, err := workflow.DefaultDataDir()
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/toolchain"
-	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // runFlags are the flags of every command that runs the toolchain on a
@@ -51,9 +51,9 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		cmd:          cmd,
 		asJSON:       fs.Bool("json", false, "print the machine report (docs/REPORT.md) instead of the text report"),
 		fixtureProxy: fs.String("fixture-proxy", "", "`DIR` in GOPROXY file layout (or module sources as in testdata/modules) to acquire modules from, offline, instead of -proxy"),
-		proxy:        fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+validate.DefaultProxy),
+		proxy:        fs.String("proxy", "", "GOPROXY `URL` for acquisition (no direct fallback); default "+workflow.DefaultProxy),
 		dataDir:      fs.String("data-dir", "", "`DIR` for caches, snapshots and the lock: new, empty or one Stockade marked; default $XDG_CACHE_HOME/stockade"),
-		lockTimeout:  fs.Duration("lock-timeout", validate.DefaultLockTimeout, "how long to wait for the data directory's lock, held briefly by a run starting or a reap (runs themselves go on side by side)"),
+		lockTimeout:  fs.Duration("lock-timeout", workflow.DefaultLockTimeout, "how long to wait for the data directory's lock, held briefly by a run starting or a reap (runs themselves go on side by side)"),
 		image:        fs.String("image", "", "toolchain image `REF` to use instead of choosing one: an image ID or name@sha256:<digest>"),
 		pull:         fs.Bool("pull", false, "pull the -image reference if the engine does not have it"),
 		cgo:          fs.Bool("cgo", true, "use the image with the C toolchain (cgo on); -cgo=false: the small image, CGO_ENABLED=0"),
@@ -182,6 +182,34 @@ func (f *runFlags) dir(args []string) (string, error) {
 		return "", f.usagef("%s is not a directory", args[0])
 	}
 	return dir, nil
+}
+
+// options returns the options every workflow shares, filled from the
+// flags (checked first: check) and the one directory argument; the caller
+// sets its bounds (Timeout, Deadline), the database and progress. cleanup
+// removes what -fixture-proxy's proxy left.
+func (f *runFlags) options(env *cmdEnv, args []string) (o workflow.Options, cleanup func(), err error) {
+	if o.Dir, err = f.dir(args); err != nil {
+		return o, nil, err
+	}
+	if o.GateAllowPrivate, err = f.private(); err != nil {
+		return o, nil, err
+	}
+	if o.Access, err = f.access(); err != nil {
+		return o, nil, err
+	}
+	if o.FixtureProxy, cleanup, err = f.fixture(); err != nil {
+		return o, nil, err
+	}
+	o.Proxy, o.DataDir, o.LockTimeout, o.GateNetwork, o.SumDB = *f.proxy, *f.dataDir, *f.lockTimeout, *f.gateNetwork, *f.sumDB
+	o.Image, o.Pull, o.Cgo, o.AptPackages, o.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
+	// Waiting is the one thing said off a terminal: a run that seems to
+	// hang should say why.
+	lockTimeout := o.LockTimeout
+	o.OnLockWait = func(holder string) {
+		fmt.Fprintf(env.stderr, "stockade %s: the data directory's lock is held (%s); waiting up to %v\n", f.cmd, holder, lockTimeout)
+	}
+	return o, cleanup, nil
 }
 
 // fixture returns the GOPROXY directory of -fixture-proxy ("" without it)

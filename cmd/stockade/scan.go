@@ -10,10 +10,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/stockade/stockade/internal/inspect"
 	"github.com/stockade/stockade/internal/report"
-	"github.com/stockade/stockade/internal/scanner"
-	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 func init() {
@@ -75,8 +75,8 @@ func scanFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []s
 	rf := addRunFlags(fs, "scan").withOpenVEX(fs)
 	var (
 		worktree = fs.Bool("worktree", false, "scan the working tree, uncommitted changes included, instead of the committed tree")
-		timeout  = fs.Duration("timeout", scanner.DefaultScanTimeout, "bound on the scanner's run, within -deadline")
-		deadline = fs.Duration("deadline", validate.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
+		timeout  = fs.Duration("timeout", inspect.DefaultScanTimeout, "bound on the scanner's run, within -deadline")
+		deadline = fs.Duration("deadline", inspect.DefaultDeadline, "bound on the whole command: every phase gets min(its budget, what is left)")
 		vulnDB   = fs.String("vulndb", "", "the vulnerability database: `DIR` in the Go vulnerability database layout, or a .zip; default $"+vulndb.EnvDefault)
 	)
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
@@ -84,9 +84,9 @@ func scanFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []s
 		if db == "" {
 			return rf.usagef("no vulnerability database: give -vulndb DIR or set %s", vulndb.EnvDefault)
 		}
-		return rf.runInspect(ctx, env, args, validate.InspectOptions{
-			Worktree: *worktree, Timeout: *timeout, Deadline: *deadline, VulnDB: db, ScanOnly: true,
-		})
+		return rf.runInspect(ctx, env, args, inspect.Scan, inspect.Options{Worktree: *worktree, Options: workflow.Options{
+			Timeout: *timeout, Deadline: *deadline, VulnDB: db,
+		}})
 	}
 }
 

@@ -160,7 +160,7 @@ type engineSeed struct {
 }
 
 // testSettings are the settings validations run with
-// (internal/validate's seedSettings), so that the seed the tests check is
+// (validate.SeedSettings), so that the seed the tests check is
 // the one the shared data directory already holds when scripts/test
 // prepared it.
 var testSettings = Settings{GOFLAGS: "-mod=mod"}

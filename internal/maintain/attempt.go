@@ -17,193 +17,241 @@ import (
 	"github.com/stockade/stockade/internal/testjson"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
-// maxDetail caps the go command's stderr kept in an attempt, in bytes.
-const maxDetail = 4 << 10
-
-// attempt tries one candidate against the baseline, after tried others: stage it with go get,
-// pass the admission gate, normalize with go mod tidy, validate the
-// upgraded tree, compare, rerun what fails, and make the proposal. Each
-// step is a call; the attempt is built from their results. A failure of
-// Stockade's own is the error: it ends the run (exit 1), since nothing
-// the attempt would say could be trusted.
+// attempt tries one candidate against the baseline, after tried others:
+// stage it with go get, pass the admission gate, normalize with go mod
+// tidy, validate the upgraded tree, compare, rerun what fails, and make
+// the proposal. Each step is a call; the attempt is built from their
+// results. A failure of Stockade's own is the error: it ends the run
+// (exit 1), since nothing the attempt would say could be trusted.
 func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attempt, error) {
-	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each, tried), Timings: []report.Phase{}}
+	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each, tried)}
 	if fix := fixesCalled(x.base, c); x.o.PreferFixes && len(fix) > 0 {
 		a.Why = "-prefer-fixes: fixes called " + strings.Join(fix, ", ")
 	}
-	st := &steps{log: x.log.With("candidate", c.Path+"@"+c.Version), phases: &a.Timings}
-	target := module.Version{Path: c.Path, Version: c.Version}
-	tree := "" // the validated tree, once the upgraded manifests exist
-	end := func(out Outcome, format string, args ...any) (Attempt, error) {
-		st.end() // the last step's time, before a is returned
-		a.Outcome, a.Reason = out, fmt.Sprintf(format, args...)
-		a.Evidence = &Evidence{Tree: tree, Parent: x.snap.Commit, ConfigHash: hashOf(x.config), ImageID: x.img.ID}
-		return a, nil
+	t := &try{run: x, a: &a, target: module.Version{Path: c.Path, Version: c.Version}}
+	st := x.steps.Inner(x.log.With("candidate", c.Path+"@"+c.Version))
+	err := st.Run(ctx,
+		workflow.Step{Name: "stage", Budget: workflow.StageBudget, Do: t.stage},
+		workflow.Step{Name: "gate", Budget: workflow.Left, Do: t.gate},
+		workflow.Step{Name: "tidy", Budget: workflow.TidyBudget, Do: t.tidy},
+		workflow.Step{Name: "post/snapshot", Budget: workflow.Left, Do: t.postSnapshot},
+		workflow.Step{Name: "post/acquire", Budget: workflow.AcquireBudget, Do: t.postAcquire},
+		workflow.Step{Name: "post/validate", Budget: workflow.Validation(x.o.timeout()), Do: t.postValidate},
+		workflow.Step{Name: "post/scan", Budget: workflow.ScanBudget, Do: t.postScan, Skip: x.o.VulnDB == ""},
+		workflow.Step{Name: "compare", Budget: workflow.Left, Do: t.compare},
+		workflow.Step{Name: "rerun", Budget: workflow.Left, Do: t.rerun},
+		workflow.Step{Name: "proposal", Budget: workflow.ProposalBudget, Do: t.propose},
+	)
+	a.Timings = st.Phases()
+	a.Evidence = &Evidence{Tree: t.tree, Parent: x.p.Snapshot.Commit, ConfigHash: hashOf(x.config), ImageID: x.p.Image.ID}
+	var e *ended
+	var de *workflow.DeadlineError
+	switch {
+	case errors.As(err, &e):
+		a.Outcome, a.Reason = e.out, e.reason
+	case errors.As(err, &de):
+		a.Outcome, a.Reason = ValidationInconclusive, de.Error()
+	case err != nil:
+		return a, fmt.Errorf("maintain: attempt %s during %s: %w", t.target, a.Timings[len(a.Timings)-1].Name, err)
+	default:
+		a.Outcome, a.Reason = ProposalPrepared, "validated: no finding the baseline does not have"
 	}
-	failed := func(err error) (Attempt, error) {
-		return a, fmt.Errorf("maintain: attempt %s during %s: %w", target, st.cur, err)
-	}
-	timedOut := func() (Attempt, error) {
-		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
-	}
+	return a, nil
+}
 
-	st.begin("stage") // budget: stageBudget
-	d, ok := x.clock.step(stageBudget)
-	if !ok {
-		return timedOut()
-	}
-	staging, err := x.r.NewStaging(x.snap)
+// try is one attempt: its steps and what they found.
+type try struct {
+	*run
+	a      *Attempt
+	target module.Version
+	// staging holds the staged manifests; before is the baseline's go.mod.
+	staging string
+	before  *manifest
+	// tidied are the manifests after go mod tidy; post the snapshot of
+	// the upgraded tree and tree its git tree ID; checks its validation.
+	tidied     manifests
+	post       toolchain.Snapshot
+	tree       string
+	checks     []report.Check
+	introduced []report.Finding
+}
+
+// stage runs go get of the target in the mutate profile on a staging copy
+// of the baseline's manifests.
+func (t *try) stage(ctx context.Context, d time.Duration) error {
+	staging, err := t.p.Runner.NewStaging(t.p.Snapshot)
 	if err != nil {
-		return failed(err)
+		return err
 	}
-	out, err := x.mutate(ctx, staging, []string{"go", "get", "-modfile=" + toolchain.StagingModFile, target.String()}, d)
+	t.staging = staging
+	out, err := t.mutate(ctx, staging, []string{"go", "get", "-modfile=" + toolchain.StagingModFile, t.target.String()}, d)
 	switch {
 	case err != nil:
-		return failed(err)
+		return err
 	case out.TimedOut || validate.OutputReason(out) != "":
-		return end(ValidationInconclusive, "go get %s: %s", target, validate.OutputReason(out))
+		return end(ValidationInconclusive, "go get %s: %s", t.target, validate.OutputReason(out))
 	case out.ExitCode != 0:
-		a.Detail = capText(out.Stderr)
+		t.a.Detail = report.Detail(out.Stderr)
 		if n := testjson.NeedsNewerGo(out.Stderr); len(n) > 0 {
-			a.Module = n[0].Module
-			return end(RequiresNewerToolchain, "%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", n[0].Module, n[0].Version, n[0].Go, x.img.Minor)
+			t.a.Module = n[0].Module
+			return end(RequiresNewerToolchain, "%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", n[0].Module, n[0].Version, n[0].Go, t.p.Image.Minor)
 		}
-		return end(AcquisitionFailed, "go get %s failed (exit %d)", target, out.ExitCode)
+		return end(AcquisitionFailed, "go get %s failed (exit %d)", t.target, out.ExitCode)
 	}
+	return nil
+}
 
-	st.begin("gate")
-	before, err := readManifest(x.snap.Dir)
+// gate admits the staged requirement changes, or refuses them (admit).
+func (t *try) gate(context.Context, time.Duration) error {
+	before, err := readManifest(t.p.Snapshot.Dir)
 	if err != nil {
-		return failed(err)
+		return err
 	}
-	staged, err := readManifest(staging)
+	staged, err := readManifest(t.staging)
 	if err != nil {
-		return failed(err)
+		return err
 	}
-	a.Moved = moves(before, staged)
-	gr := goRule{keep: x.o.Policy.KeepGo, imageGo: x.img.GoVersion, goLines: readGoLines(x.r.ModCache(), a.Moved)}
-	if ref := admit(before, staged, target, readClosure(x.r.ModCache(), target), gr); ref != nil {
-		a.Rule, a.Module = ref.Rule, ref.Module
+	t.before = before
+	t.a.Moved = moves(before, staged)
+	gr := goRule{keep: t.o.Policy.KeepGo, imageGo: t.p.Image.GoVersion, goLines: readGoLines(t.p.Runner.ModCache(), t.a.Moved)}
+	if ref := admit(before, staged, t.target, readClosure(t.p.Runner.ModCache(), t.target), gr); ref != nil {
+		t.a.Rule, t.a.Module = ref.Rule, ref.Module
 		return end(AdmissionRefused, "%s", ref.Reason)
 	}
 	if b, g := before.goVersion(), staged.goVersion(); b != g {
 		_, by := gr.highest()
-		a.GoRaised = &GoRaise{From: b, To: g, RequiredBy: by}
+		t.a.GoRaised = &GoRaise{From: b, To: g, RequiredBy: by}
 	}
+	return nil
+}
 
-	st.begin("tidy") // budget: tidyBudget, both runs
-	if d, ok = x.clock.step(tidyBudget); !ok {
-		return timedOut()
-	}
-	tidied, ref, why, err := x.normalize(ctx, staging, before, target, d)
+// tidy normalizes the staged manifests with go mod tidy, twice.
+func (t *try) tidy(ctx context.Context, d time.Duration) error {
+	tidied, ref, why, err := t.normalize(ctx, t.staging, t.before, t.target, d)
 	if tidied.m != nil {
-		a.Moved = moves(before, tidied.m)
+		t.a.Moved = moves(t.before, tidied.m)
 	}
+	t.tidied = tidied
 	switch {
 	case err != nil:
-		return failed(err)
+		return err
 	case why != "":
 		return end(ValidationInconclusive, "%s", why)
 	case ref != nil:
-		a.Rule, a.Module = ref.Rule, ref.Module
+		t.a.Rule, t.a.Module = ref.Rule, ref.Module
 		return end(NormalizationRefused, "%s", ref.Reason)
 	}
+	return nil
+}
 
-	st.begin("post/snapshot")
-	post, err := x.postSnapshot(ctx, tidied)
-	if err != nil {
-		return failed(err)
+// postSnapshot is the validated commit's snapshot with the tidied
+// manifests in place (a fresh snapshot directory of the run), and the
+// git tree the proposal will have.
+func (t *try) postSnapshot(ctx context.Context, _ time.Duration) (err error) {
+	if t.post, err = t.p.Runner.SnapshotWith(ctx, t.p.Snapshot, t.tidied.goMod, t.tidied.goSum); err != nil {
+		return err
 	}
-	tree, err = x.git.validatedTree(ctx, x.snap.Commit, tidied.goMod, tidied.goSum)
-	if err != nil {
-		return failed(err)
-	}
+	t.tree, err = t.git.validatedTree(ctx, t.p.Snapshot.Commit, t.tidied.goMod, t.tidied.goSum)
+	return err
+}
 
-	st.begin("post/acquire") // budget: acquireBudget
-	if d, ok = x.clock.step(acquireBudget); !ok {
-		return timedOut()
-	}
-	got, err := validate.AcquireModules(ctx, validate.NewAcquireExecer(x.r, post.Dir, time.Now().Add(d)), x.mod, x.img, validate.SumsIncomplete(post.Dir))
+// postAcquire downloads the upgraded tree's modules.
+func (t *try) postAcquire(ctx context.Context, d time.Duration) error {
+	got, err := t.p.AcquireTree(ctx, t.post.Dir, d)
 	switch {
 	case err != nil:
-		return failed(err)
-	case got.TimedOut && d >= acquireBudget:
-		return end(ValidationInconclusive, "the acquisition's budget (%v) ran out during %s", acquireBudget, st.cur)
+		return err
 	case got.TimedOut:
-		return timedOut()
+		return workflow.ErrDeadline
 	case got.NewerToolchain != nil:
 		return end(RequiresNewerToolchain, "%s", got.NewerToolchain.Reason)
 	case got.Failure != nil:
-		a.Detail = got.Failure.Detail
+		t.a.Detail = got.Failure.Detail
 		return end(AcquisitionFailed, "the upgraded tree's modules could not be downloaded")
 	}
+	return nil
+}
 
-	st.begin("post/validate") // budget: Timeout
-	if d, ok = x.clock.step(x.o.timeout()); !ok {
-		return timedOut()
-	}
-	res, err := validate.ValidateSnapshot(ctx, x.r, post.Dir, d, x.seed, x.mod.Path, x.log)
+// postValidate validates the upgraded tree with a fresh build cache.
+func (t *try) postValidate(ctx context.Context, d time.Duration) error {
+	res, err := validate.ValidateSnapshot(ctx, t.p.Runner, t.post.Dir, d, t.p.Seed, t.p.Module.Path, t.log)
 	if err != nil {
-		return failed(err)
+		return err
 	}
-	a.Post = &Validation{Checks: res.Checks}
-	if x.o.VulnDB != "" {
-		st.begin("post/scan") // budget: scanBudget
-		if a.Post.Vulns, err = x.scan(ctx, post.Dir); err != nil {
-			return failed(err)
-		}
-		a.VulnsFixed, a.VulnsIntroduced = vulnDelta(x.base.Vulns, a.Post.Vulns)
+	t.checks, t.a.Post = res.Checks, &Validation{Checks: res.Checks}
+	if t.o.VulnDB != "" {
+		return nil // trusted or not once scanned, as the baseline was
 	}
-	if inconclusive(res.Checks) {
-		return end(ValidationInconclusive, "the upgraded tree's validation cannot be trusted: %s", reasons(res.Checks))
-	}
+	return t.trusted()
+}
 
-	st.begin("compare")
-	introduced := introducedFindings(x.base.Checks, res.Checks)
+// postScan scans the upgraded tree and compares with the baseline's scan.
+func (t *try) postScan(ctx context.Context, d time.Duration) (err error) {
+	if t.a.Post.Vulns, err = t.p.Scan(ctx, t.post.Dir, d, 0); err != nil {
+		return err
+	}
+	t.a.VulnsFixed, t.a.VulnsIntroduced = vulnDelta(t.base.Vulns, t.a.Post.Vulns)
+	return t.trusted()
+}
 
-	st.begin("rerun") // budget: Timeout per arm
-	flakes, why, err := x.rerunIntroduced(ctx, post.Dir, introduced)
+// trusted ends the attempt when the upgraded tree's validation cannot be
+// trusted.
+func (t *try) trusted() error {
+	if inconclusive(t.checks) {
+		return end(ValidationInconclusive, "the upgraded tree's validation cannot be trusted: %s", reasons(t.checks))
+	}
+	return nil
+}
+
+// compare finds what the upgraded tree has that the baseline has not.
+func (t *try) compare(context.Context, time.Duration) error {
+	t.introduced = introducedFindings(t.base.Checks, t.checks)
+	return nil
+}
+
+// rerun reruns the introduced failing tests on both trees: what fails
+// every time after and passes every time before is a regression.
+func (t *try) rerun(ctx context.Context, _ time.Duration) error {
+	flakes, why, err := t.rerunIntroduced(ctx, t.post.Dir, t.introduced)
 	switch {
 	case err != nil:
-		return failed(err)
+		return err
 	case why != "":
 		return end(ValidationInconclusive, "%s", why)
 	}
-	a.Post.Flaky = flakes
-	a.Introduced = regressions(introduced, flakes)
-	if len(a.Introduced) > 0 {
-		return end(Regressed, "the upgrade introduces %d finding(s): %s", len(a.Introduced), describeFindings(a.Introduced))
+	t.a.Post.Flaky = flakes
+	t.a.Introduced = regressions(t.introduced, flakes)
+	if len(t.a.Introduced) > 0 {
+		return end(Regressed, "the upgrade introduces %d finding(s): %s", len(t.a.Introduced), describeFindings(t.a.Introduced))
 	}
+	return nil
+}
 
-	st.begin("proposal") // budget: proposalBudget
-	if d, ok = x.clock.step(proposalBudget); !ok {
-		return timedOut()
-	}
-	pctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	p, made, err := x.propose(pctx, &a, tidied, res.Checks)
+// propose makes the proposal commit, whose tree must be the validated one.
+func (t *try) propose(ctx context.Context, _ time.Duration) error {
+	p, made, err := t.run.propose(ctx, t.a, t.tidied, t.checks)
 	switch {
 	case errors.Is(err, ErrBranchExists):
 		return end(AdmissionRefused, "%v", err)
 	case err != nil:
-		return failed(err)
-	case made != tree:
+		return err
+	case made != t.tree:
 		// What was committed must be what was validated.
-		return failed(fmt.Errorf("maintain: the proposal's tree %s is not the validated tree %s", made, tree))
+		return fmt.Errorf("maintain: the proposal's tree %s is not the validated tree %s", made, t.tree)
 	}
-	a.Proposal = p
-	return end(ProposalPrepared, "validated: no finding the baseline does not have")
+	t.a.Proposal = p
+	return nil
 }
 
 // mutate runs argv in the mutate profile against staging for at most d.
 func (x *run) mutate(ctx context.Context, staging string, argv []string, d time.Duration) (validate.Output, error) {
-	ctx, cancel := context.WithTimeout(ctx, d+hostGrace)
+	ctx, cancel := context.WithTimeout(ctx, d+validate.HostGrace)
 	defer cancel()
-	res, err := x.r.Run(ctx, toolchain.Job{Profile: toolchain.Mutate, Cmd: argv, Source: x.snap.Dir, Staging: staging, Timeout: d})
-	return validate.Output{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
-		Truncated: res.Truncated(), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled}, err
+	res, err := x.p.Runner.Run(ctx, toolchain.Job{Profile: toolchain.Mutate, Cmd: argv, Source: x.p.Snapshot.Dir, Staging: staging, Timeout: d})
+	return validate.OutputOf(res), err
 }
 
 // manifests are a tree's go.mod (parsed and raw) and go.sum (nil: none).
@@ -260,7 +308,7 @@ func (x *run) normalize(ctx context.Context, staging string, before *manifest, t
 	var runs [2]manifests
 	for i := range runs {
 		left := time.Until(until)
-		if left < minStep {
+		if left < validate.MinStep {
 			return tidied, nil, "the -deadline ran out during go mod tidy", nil
 		}
 		out, err := x.mutate(ctx, staging, []string{"go", "mod", "tidy", "-modfile=" + toolchain.StagingModFile}, left)
@@ -272,7 +320,7 @@ func (x *run) normalize(ctx context.Context, staging string, before *manifest, t
 		}
 		if out.ExitCode != 0 {
 			return tidied, &Refusal{Rule: "tidy_failed", Module: target.Path,
-				Reason: fmt.Sprintf("go mod tidy failed (exit %d): %s", out.ExitCode, capText(out.Stderr))}, "", nil
+				Reason: fmt.Sprintf("go mod tidy failed (exit %d): %s", out.ExitCode, report.Detail(out.Stderr))}, "", nil
 		}
 		if runs[i], err = readManifests(staging); err != nil {
 			return tidied, nil, "", err
@@ -294,12 +342,6 @@ func (x *run) normalize(ctx context.Context, staging string, before *manifest, t
 		return runs[1], &Refusal{Rule: RuleTarget, Module: target.Path, Reason: fmt.Sprintf("go mod tidy moved %s to %q", target.Path, got)}, "", nil
 	}
 	return runs[1], nil, "", nil
-}
-
-// postSnapshot is the validated commit's snapshot with the staged
-// manifests in place: a fresh snapshot directory of the run.
-func (x *run) postSnapshot(ctx context.Context, ms manifests) (toolchain.Snapshot, error) {
-	return x.r.SnapshotWith(ctx, x.snap, ms.goMod, ms.goSum)
 }
 
 // introducedFindings returns the findings of post whose key the baseline
@@ -332,12 +374,12 @@ func (x *run) rerunIntroduced(ctx context.Context, postDir string, introduced []
 		return nil, "", nil
 	}
 	var arms [2]map[string][]string
-	for i, dir := range []string{postDir, x.snap.Dir} {
-		d, ok := x.clock.step(x.o.timeout())
-		if !ok {
+	for i, dir := range []string{postDir, x.p.Snapshot.Dir} {
+		d := min(x.o.timeout(), x.steps.Left())
+		if d < validate.MinStep {
 			return nil, "the -deadline ran out during the reruns", nil
 		}
-		runs, why, err := rerun(ctx, x.r, dir, x.seed, x.mod.Path, tests, d)
+		runs, why, err := rerun(ctx, x.p.Runner, dir, x.p.Seed, x.p.Module.Path, tests, d)
 		if err != nil || why != "" {
 			return nil, why, err
 		}
@@ -390,11 +432,4 @@ func describeFindings(fs []report.Finding) string {
 		s = append(s, what+": "+f.Message)
 	}
 	return strings.Join(s, "; ")
-}
-
-func capText(b []byte) string {
-	if len(b) > maxDetail {
-		return string(b[:maxDetail]) + "..."
-	}
-	return string(b)
 }

@@ -7,71 +7,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stockade/stockade/internal/enginetest"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
-	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
-// shared is what the engine tests share, made once: the toolchain image,
-// the fixture proxy and one data directory (whose build-cache seed later
-// runs reuse).
-var shared struct {
-	once    sync.Once
-	err     error
-	eng     *dockerapi.Client
-	proxy   string
-	dataDir string
-	tmp     string
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.tmp != "" {
-		os.RemoveAll(shared.tmp)
-	}
+	enginetest.RemoveToolchain()
 	os.Exit(code)
 }
 
-// testDataDir is $STOCKADE_TEST_DATADIR, or stockade-test/validate under
-// the user's cache directory.
-func testDataDir() (string, error) { return enginetest.SharedDataDir() }
-
+// engine returns the shared engine client, fixture proxy and data
+// directory (enginetest.Toolchain).
 func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("engine-backed maintain runs take minutes; skipped with -short")
-	}
-	c := enginetest.Client(t)
-	shared.once.Do(func() {
-		shared.eng = c
-		if shared.tmp, shared.err = os.MkdirTemp("", "stockade-maintain-"); shared.err != nil {
-			return
-		}
-		shared.proxy = filepath.Join(shared.tmp, "proxy")
-		if shared.err = modproxy.Generate(filepath.Join("..", "..", "testdata", "modules"), shared.proxy); shared.err != nil {
-			return
-		}
-		if shared.dataDir, shared.err = testDataDir(); shared.err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		var cache string
-		if cache, shared.err = enginetest.ImageCacheDir(); shared.err != nil {
-			return
-		}
-		_, shared.err = image.Build(ctx, c, image.Options{CacheDir: cache})
-	})
-	if shared.err != nil {
-		t.Fatalf("preparing the shared engine fixtures: %v", shared.err)
-	}
-	return shared.eng, shared.proxy, shared.dataDir
+	return enginetest.Toolchain(t, filepath.Join("..", "..", "testdata", "modules"))
 }
 
 // fixtureRepo copies testdata/repos/<name> into a new git repository with

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/gomod"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -35,7 +36,7 @@ func TestMaintain_FailureInAttemptIsAnError(t *testing.T) {
 	owner := enginetest.Owner(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	rep, err := Maintain(ctx, failMutate{eng}, Options{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: 10 * time.Minute, Owner: owner, Timeout: 5 * time.Minute})
+	rep, err := Maintain(ctx, failMutate{eng}, Options{Options: workflow.Options{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: 10 * time.Minute, Owner: owner, Timeout: 5 * time.Minute}})
 	if !errors.Is(err, errInjected) || rep != nil {
 		t.Fatalf("Maintain = %+v, %v; want no report and the engine's failure", rep, err)
 	}
@@ -61,8 +62,7 @@ func (e *executes) ContainerCreate(ctx context.Context, name string, cfg dockera
 func TestMaintain_ModulePolicyBeforeTheBaseline(t *testing.T) {
 	dir := fixtureRepo(t, "maintain-patch")
 	// greet v1.1.0 is a minor upgrade: -allow patch leaves it out.
-	_, err := Maintain(context.Background(), nil, Options{Dir: dir, DataDir: t.TempDir(),
-		Policy: Policy{Allow: []gomod.Kind{gomod.Patch}, Module: "stockade.test/greet", Version: "v1.1.0"}})
+	_, err := Maintain(context.Background(), nil, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir()}, Policy: Policy{Allow: []gomod.Kind{gomod.Patch}, Module: "stockade.test/greet", Version: "v1.1.0"}})
 	if !errors.Is(err, ErrPolicy) {
 		t.Errorf("Maintain(-allow patch -module greet@v1.1.0) = %v; want ErrPolicy before any engine call", err)
 	}
@@ -72,8 +72,7 @@ func TestMaintain_ModulePolicyBeforeTheBaseline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	owner := enginetest.Owner(t)
-	rep, err := Maintain(ctx, counted, Options{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: 10 * time.Minute, Owner: owner,
-		Policy: Policy{Module: "stockade.test/greet", Version: "v1.0.9"}})
+	rep, err := Maintain(ctx, counted, Options{Options: workflow.Options{Dir: dir, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: 10 * time.Minute, Owner: owner}, Policy: Policy{Module: "stockade.test/greet", Version: "v1.0.9"}})
 	if !errors.Is(err, ErrPolicy) || rep != nil || !strings.Contains(err.Error(), "not a listed release") {
 		t.Errorf("Maintain(-module greet@v1.0.9) = %v, %v; want ErrPolicy naming the unlisted version", rep, err)
 	}

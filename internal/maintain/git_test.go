@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 func TestMaintain_Uncommitted(t *testing.T) {
@@ -148,7 +150,7 @@ func TestMaintain_ValidatedTreeIsGits(t *testing.T) {
 func TestMaintain_RefusesBeforeAnyContainer(t *testing.T) {
 	plain := t.TempDir()
 	os.WriteFile(filepath.Join(plain, "go.mod"), []byte("module example.com/m\n\ngo 1.24\n"), 0o644)
-	r, err := Maintain(context.Background(), nil, Options{Dir: plain, DataDir: t.TempDir()})
+	r, err := Maintain(context.Background(), nil, Options{Options: workflow.Options{Dir: plain, DataDir: t.TempDir()}})
 	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || !strings.Contains(r.Reason, "not in a git checkout") {
 		t.Errorf("Maintain(not a checkout) = %+v, %v; want unsupported", r, err)
 	}
@@ -156,13 +158,13 @@ func TestMaintain_RefusesBeforeAnyContainer(t *testing.T) {
 	dir := fixtureRepo(t, "maintain-patch")
 	os.WriteFile(filepath.Join(dir, "hello.go"), []byte("package hello\n"), 0o644)
 	before := state(t, dir)
-	r, err = Maintain(context.Background(), nil, Options{Dir: dir, DataDir: t.TempDir()})
+	r, err = Maintain(context.Background(), nil, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir()}})
 	if err != nil || r.Outcome != Unsupported || r.ExitCode != ExitUnsupported || strings.Join(r.Uncommitted, " ") != "hello.go" {
 		t.Errorf("Maintain(uncommitted hello.go) = %+v, %v; want unsupported naming hello.go", r, err)
 	}
 	sameState(t, before, state(t, dir))
 
-	if _, err := Maintain(context.Background(), nil, Options{Dir: dir, DataDir: t.TempDir(), Each: true, Branch: "x"}); !errors.Is(err, ErrPolicy) {
+	if _, err := Maintain(context.Background(), nil, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir()}, Each: true, Branch: "x"}); !errors.Is(err, ErrPolicy) {
 		t.Errorf("Maintain(-each -branch) = %v; want ErrPolicy", err)
 	}
 }
@@ -178,7 +180,7 @@ func TestMaintain_MalformedGoModIsAFailingBaseline(t *testing.T) {
 	gitT(t, dir, nil, "commit", "-q", "-am", "break go.mod")
 	data := t.TempDir()
 	t.Setenv("TMPDIR", "/nonexistent/tmp")
-	r, err := Maintain(context.Background(), nil, Options{Dir: dir, DataDir: data})
+	r, err := Maintain(context.Background(), nil, Options{Options: workflow.Options{Dir: dir, DataDir: data}})
 	if err != nil || r.Outcome != BaselineFailing || r.ExitCode != ExitInconclusive || r.Refusal == nil || r.Refusal.Kind != "malformed_go_mod" {
 		t.Fatalf("Maintain(malformed go.mod) = %+v, %v; want baseline_failing (exit 3) with the malformed go.mod named", r, err)
 	}

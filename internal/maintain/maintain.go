@@ -17,8 +17,9 @@
 // built from scratch, stored under refs/stockade/proposals/. HEAD, the
 // index, the working tree and branches never move (-branch adds a new one).
 //
-// Maintain, in this file, reads top to bottom as the pipeline's steps;
-// attempt, in attempt.go, is one candidate's steps.
+// Maintain, in this file, reads top to bottom as the run's steps over the
+// prelude every workflow shares (internal/workflow); attempt, in
+// attempt.go, is one candidate's steps.
 package maintain
 
 import (
@@ -28,18 +29,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"time"
 
-	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/gomod"
-	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/report"
-	"github.com/stockade/stockade/internal/scanner"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
-	"github.com/stockade/stockade/internal/vulndb"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // Defaults of Options.
@@ -50,76 +47,19 @@ const (
 	// DefaultTimeout bounds each validation (the baseline's, each
 	// candidate's) and each arm of reruns.
 	DefaultTimeout = validate.DefaultTimeout
-	// DefaultLockTimeout is how long maintain waits for the data
-	// directory's lock (held by a run while it starts, or a reap).
-	DefaultLockTimeout = validate.DefaultLockTimeout
 )
 
-// Budgets of the steps. Each step gets min(its budget, what is left of
-// Options.Deadline); the validations' budget is Options.Timeout.
-const (
-	checkBudget      = 2 * time.Minute  // the layout and uncommitted-changes checks
-	imageBudget      = 10 * time.Minute // choosing or building the image
-	openBudget       = 5 * time.Minute  // opening the run, past the lock wait
-	seedBudget       = 20 * time.Minute // the build-cache seed on first use
-	probeBudget      = 2 * time.Minute  // the mount probe
-	acquireBudget    = 10 * time.Minute // go mod download of one tree
-	candidatesBudget = 10 * time.Minute // listing and downloading candidates
-	stageBudget      = 10 * time.Minute // go get in the mutate profile
-	tidyBudget       = 10 * time.Minute // both go mod tidy runs
-	proposalBudget   = 2 * time.Minute  // the git plumbing of the proposal
-	scannerBudget    = 25 * time.Minute // building the scanner on first use
-	// minStep is the least time a step needs to start.
-	minStep = time.Second
-	// hostGrace is how much longer the host waits for a container step
-	// than its in-container timeout.
-	hostGrace = 2 * time.Minute
-)
-
-// Options configure Maintain. Dir is required; the zero value of every
-// other field is the default.
+// Options configure Maintain. Dir is required: the module's directory in
+// a git checkout, absolute (its top, or a directory below it: a
+// monorepo); only the proposal ref (and Branch) is ever written in the
+// repository. Timeout bounds each validation (zero: DefaultTimeout),
+// Deadline the whole run (zero: DefaultDeadline; when it runs out the
+// outcome is inconclusive). With VulnDB the baseline and each candidate
+// are scanned with the same database and the same verified scanner, and
+// each attempt reports the vulnerabilities the upgrade fixes and
+// introduces. The zero value of every other field is the default.
 type Options struct {
-	// Dir is the module's directory in a git checkout, absolute: its top,
-	// or a directory below it (a monorepo). Only the proposal ref (and
-	// Branch) is ever written in the repository.
-	Dir string
-	// FixtureProxy is a GOPROXY file-layout directory to acquire from with
-	// no network; Proxy must then be empty.
-	FixtureProxy string
-	// Proxy is GOPROXY; empty means validate.DefaultProxy.
-	Proxy string
-	// GateNetwork and GateAllowPrivate are the run's egress gates'
-	// outside network and admitted private ranges, and SumDB and Access
-	// the checksum database and private modules' access, as
-	// validate.InspectOptions has them.
-	GateNetwork      string
-	GateAllowPrivate []netip.Prefix
-	SumDB            string
-	Access           toolchain.ModuleAccess
-	// Timeout bounds each validation; zero means DefaultTimeout.
-	Timeout time.Duration
-	// Deadline bounds the whole run; zero means DefaultDeadline. When it
-	// runs out the outcome is inconclusive.
-	Deadline time.Duration
-	// DataDir holds caches, snapshots and the lock; empty means
-	// validate.DefaultDataDir().
-	DataDir string
-	// LockTimeout is how long to wait for another run on DataDir.
-	LockTimeout time.Duration
-	// Image, when set, is the toolchain image to use instead of choosing
-	// one as inspect does: an image ID or name@sha256:<digest>.
-	Image string
-	// Pull pulls Image when the engine does not have it; without Image it
-	// does nothing.
-	Pull bool
-	// Cgo chooses (or builds) an image with the C toolchain, as inspect's
-	// Cgo does; the CLI's default is true.
-	Cgo bool
-	// AptPackages are Debian packages added to the C toolchain layer, as
-	// inspect's AptPackages are.
-	AptPackages []string
-	// Owner labels the run's containers; empty means toolchain's default.
-	Owner string
+	workflow.Options
 	// Policy says which candidates may be tried.
 	Policy Policy
 	// Each tries every eligible candidate against the one baseline;
@@ -132,24 +72,12 @@ type Options struct {
 	// Identity is the proposal commits' author and committer; a zero Name
 	// or Email takes DefaultIdentity's.
 	Identity Identity
-	// Logger receives debug detail; nil discards.
-	Logger *slog.Logger
-	// Progress, when not nil, is called as each step starts.
-	Progress func(step string)
-	// OnLockWait, when not nil, is called once if another run holds the
-	// data directory.
-	OnLockWait func(holder string)
-	// VulnDB, when set, is a vulnerability database (internal/vulndb): the
-	// baseline and each candidate are scanned with the same database and
-	// the same verified scanner, and each attempt reports the
-	// vulnerabilities the upgrade fixes and introduces.
-	VulnDB string
-	// vulnDBSum is the database's content hash, set by Maintain.
-	vulnDBSum string
 	// PreferFixes tries first, among the eligible candidates, those that
 	// fix a vulnerability the baseline calls (selection order within each
 	// group). It needs VulnDB.
 	PreferFixes bool
+	// vulnDBSum is the database's content hash, set by Maintain.
+	vulnDBSum string
 }
 
 // Config returns the settings that decide a run's outcome and proposal,
@@ -159,7 +87,7 @@ func (o Options) config(imageID string) string {
 	if o.FixtureProxy != "" {
 		proxy = "fixture"
 	} else if proxy == "" {
-		proxy = validate.DefaultProxy
+		proxy = workflow.DefaultProxy
 	}
 	allow := o.Policy.Allow
 	if allow == nil {
@@ -203,12 +131,7 @@ func (o Options) scanConfig() string {
 	return fmt.Sprintf("vulndb %s\nprefer-fixes %v\n", o.vulnDBSum, o.PreferFixes)
 }
 
-func (o Options) timeout() time.Duration {
-	if o.Timeout <= 0 {
-		return DefaultTimeout
-	}
-	return o.Timeout
-}
+func (o Options) timeout() time.Duration { return o.TimeoutOr(DefaultTimeout) }
 
 func (o Options) identity() Identity {
 	who := o.Identity
@@ -221,356 +144,169 @@ func (o Options) identity() Identity {
 	return who
 }
 
-// clock is what is left of the run's deadline.
-type clock struct{ deadline time.Time }
-
-// step returns how long a step whose budget is max may take; ok is false
-// when too little is left to start it.
-func (c clock) step(max time.Duration) (time.Duration, bool) {
-	d := time.Until(c.deadline)
-	if max < d {
-		d = max
-	}
-	return d, d >= minStep
-}
-
-// steps times the named steps of a run for the report.
-type steps struct {
-	log      *slog.Logger
-	progress func(string)
-	phases   *[]report.Phase
-	cur      string
-	start    time.Time
-}
-
-func (s *steps) begin(name string) {
-	s.end()
-	s.cur, s.start = name, time.Now()
-	s.log.Debug("step", "phase", name)
-	if s.progress != nil {
-		s.progress(name)
-	}
-}
-
-func (s *steps) end() {
-	if s.cur != "" {
-		*s.phases = append(*s.phases, report.Phase{Name: s.cur, MS: time.Since(s.start).Milliseconds()})
-	}
-	s.cur = ""
-}
-
-// run is what the steps of one maintain run share.
+// run is what the steps of one maintain run share, and what they found.
 type run struct {
 	o     Options
-	clock clock
 	log   *slog.Logger
-	r     *toolchain.Runner
+	home  string // git's HOME
+	steps *workflow.Steps
+	p     *workflow.Prepared
 	git   *gitRepo
-	snap  toolchain.Snapshot
-	mod   *gomod.Module
-	img   report.Image
-	seed  cacheseed.Seed
-	// acq is the baseline snapshot's acquire container: its acquisition
-	// and the candidate listing run in it as execs; nil once acquisition
-	// updated the manifests (acquirer).
-	acq *toolchain.Container
-	// updated, when not nil, says the go command updated the baseline's
-	// manifests to download the modules: snap holds the update.
-	updated *report.Updated
-	base    *Validation
-	config  string // Options.config
-	// scanner is the verified scanner when Options.VulnDB is set.
-	scanner scanner.Scanner
+	// config is the run's settings (Options.config), once the image is
+	// chosen.
+	config string
 	// pinned is the candidate -module path@version names, checked.
 	pinned *report.Candidate
+	// uncommitted are the tracked files with uncommitted changes.
+	uncommitted []string
+	base        *Validation
+	judged      []Candidate        // every listed candidate, judged
+	order       []report.Candidate // the eligible ones, in the order tried
+	attempts    []Attempt
+	egress      []report.Egress // candidates' and attempts'
 }
 
-// Maintain is `stockade maintain`. It refuses a checkout whose tracked
-// files have uncommitted changes, validates the committed tree as inspect
-// does (the baseline), lists the upgrade candidates, and tries the
-// eligible ones in selection order until one prepares a proposal (with
-// Each, every one) in attempt. What the module and its
-// upgrades did is in the report; an error is Stockade's own failure, or a
-// policy it cannot apply (ErrPolicy, ErrMajor, ErrBranchExists).
-func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, error) {
-	start := time.Now()
-	if err := o.Policy.Validate(); err != nil {
+// ended is a step's outcome of the run, or of an attempt, decided: it
+// ends the steps without being a failure.
+type ended struct {
+	out    Outcome
+	reason string
+}
+
+func (e *ended) Error() string { return string(e.out) + ": " + e.reason }
+
+// end returns the outcome out, with its reason, as an *ended.
+func end(out Outcome, format string, args ...any) error {
+	return &ended{out: out, reason: fmt.Sprintf(format, args...)}
+}
+
+// Maintain is `stockade maintain`. After the prelude every workflow runs
+// (workflow.Prepare), which here refuses a checkout whose tracked files
+// have uncommitted changes and checks -branch and -module before any
+// container, it validates the committed tree as inspect does (the
+// baseline), lists the upgrade candidates, and tries the eligible ones in
+// selection order until one prepares a proposal (with Each, every one) in
+// attempt. What the module and its upgrades did is in the report; an
+// error is Stockade's own failure, or a policy it cannot apply
+// (ErrPolicy, ErrMajor, ErrBranchExists).
+func Maintain(ctx context.Context, eng workflow.Engine, o Options) (*Report, error) {
+	if err := o.check(); err != nil {
 		return nil, err
 	}
-	if o.Each && o.Branch != "" {
-		return nil, fmt.Errorf("%w: -branch names one proposal; -each may make several", ErrPolicy)
-	}
-	if o.PreferFixes && o.VulnDB == "" {
-		return nil, fmt.Errorf("%w: -prefer-fixes needs a vulnerability database (-vulndb)", ErrPolicy)
-	}
-	db, err := vulndb.OpenIfSet(o.VulnDB)
+	dataDir, isDefault, err := workflow.DataDir(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	o.vulnDBSum = db.SHA256
-	deadline := o.Deadline
-	if deadline <= 0 {
-		deadline = DefaultDeadline
-	}
-	x := &run{o: o, clock: clock{deadline: start.Add(deadline)}, log: o.Logger}
-	if x.log == nil {
-		x.log = slog.New(slog.DiscardHandler)
-	}
-	rep := &Report{Schema: Schema, Dir: o.Dir}
-	st := &steps{log: x.log, progress: o.Progress, phases: &rep.Timings.Phases}
-	vrep := report.New(o.Dir) // what the validate steps note on the way
-	finish := func() (*Report, error) {
-		st.end()
-		rep.Notes = append(rep.Notes, vrep.Notes...)
-		rep.finish(time.Since(start).Milliseconds(), o.Each)
-		return rep, nil
-	}
-	end := func(out Outcome, format string, args ...any) (*Report, error) {
-		rep.Outcome, rep.Reason = out, fmt.Sprintf(format, args...)
-		return finish()
-	}
-	timedOut := func() (*Report, error) {
-		return end(ValidationInconclusive, "the -deadline ran out during %s", st.cur)
-	}
-	// refusedEnd ends a run whose tree inspect refuses; a go.mod that does
-	// not parse is a baseline that fails, as the go command fails on it
-	// at home.
-	refusedEnd := func(r *report.Refusal) (*Report, error) {
-		if r.Kind == report.RefusalMalformedGoMod {
-			return end(BaselineFailing, "the baseline already fails: %s", r.Reason)
-		}
-		return end(Unsupported, "the layout is not supported: %s", r.Reason)
-	}
-	dataDir, defaultDir := o.DataDir, o.DataDir == ""
-	if defaultDir {
-		if dataDir, err = validate.DefaultDataDir(); err != nil {
-			return nil, err
-		}
-	}
 	// git's HOME: an empty directory of the data directory's, not $TMPDIR.
-	home, err := toolchain.NewScratch(dataDir, defaultDir)
+	home, err := toolchain.NewScratch(dataDir, isDefault)
 	if err != nil {
 		return nil, err
 	}
 	defer home.Close()
+	x := &run{o: o, log: o.Logger, home: home.Dir}
+	if x.log == nil {
+		x.log = slog.New(slog.DiscardHandler)
+	}
+	x.steps = workflow.NewSteps(o.DeadlineOr(DefaultDeadline), x.log, o.Progress)
+	x.p, err = workflow.Prepare(ctx, eng, o.Options, x.steps, workflow.Plan{Check: x.checkGit, SameCommit: true})
+	defer x.p.Close(ctx)
+	if x.p.Image != nil {
+		x.o.vulnDBSum = x.p.VulnDB.SHA256
+		x.config = x.o.config(x.p.Image.ID)
+	}
+	if err == nil && x.p.Ready() {
+		err = x.steps.Run(ctx,
+			workflow.Step{Name: "module", Budget: workflow.CandidatesBudget, Do: x.listedPinned, Skip: x.pinned == nil},
+			workflow.Step{Name: "baseline", Budget: workflow.Validation(o.timeout()), Do: x.validateBaseline},
+			workflow.Step{Name: "baseline/rerun", Budget: workflow.Validation(o.timeout()), Do: x.rerunBaseline},
+			workflow.Step{Name: "baseline/scan", Budget: workflow.ScanBudget, Do: x.scanBaseline, Skip: o.VulnDB == ""},
+			workflow.Step{Name: "candidates", Budget: workflow.CandidatesBudget, Do: x.listCandidates},
+		)
+	}
+	if err == nil && x.p.Ready() {
+		err = x.tryCandidates(ctx)
+	}
+	return x.report(err)
+}
 
-	st.begin("check") // budget: checkBudget
-	cctx, cancel := context.WithTimeout(ctx, checkBudget)
-	defer cancel()
-	// The module's directory: the checkout's top, or below it (a monorepo).
-	top, sub, git := toolchain.GitWorkTree(cctx, o.Dir)
+// check refuses options that make no sense together, before anything.
+func (o Options) check() error {
+	if err := o.Policy.Validate(); err != nil {
+		return err
+	}
+	if o.Each && o.Branch != "" {
+		return fmt.Errorf("%w: -branch names one proposal; -each may make several", ErrPolicy)
+	}
+	if o.PreferFixes && o.VulnDB == "" {
+		return fmt.Errorf("%w: -prefer-fixes needs a vulnerability database (-vulndb)", ErrPolicy)
+	}
+	return nil
+}
+
+// checkGit is maintain's part of the check step (workflow.Plan.Check),
+// before any container: the module's directory is in a git checkout (a
+// proposal is a commit), no tracked file of it has uncommitted changes,
+// -branch is a new branch, and -module names a direct requirement the
+// policy allows.
+func (x *run) checkGit(ctx context.Context, m *gomod.Module, src *report.Source) error {
+	top, sub, git := toolchain.GitWorkTree(ctx, x.o.Dir)
 	if !git {
-		return end(Unsupported, "%s is not in a git checkout: a proposal is a commit", o.Dir)
+		return end(Unsupported, "%s is not in a git checkout: a proposal is a commit", x.o.Dir)
 	}
-	x.git = newGitRepo(top, sub, home.Dir)
-	m, refused, err := validate.CheckTree(cctx, o.Dir, false, o.DataDir, vrep)
-	rep.Source, rep.Refusal = vrep.Source, vrep.Refusal
-	if refused {
-		if m != nil {
-			rep.Module, rep.Go = m.Path, m.Go
-		}
-		return refusedEnd(vrep.Refusal)
-	}
+	x.git = newGitRepo(top, sub, x.home)
+	dirty, err := x.git.uncommitted(ctx, src.Commit)
 	if err != nil {
-		return nil, err
-	}
-	rep.Module, rep.Go = m.Path, m.Go
-	dirty, err := x.git.uncommitted(cctx, rep.Source.Commit)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(dirty) > 0 {
-		rep.Uncommitted = dirty
+		x.uncommitted = dirty
 		return end(Unsupported, "tracked files have uncommitted changes (%s): commit or stash them first; maintain proposes a commit on top of HEAD", strings.Join(dirty, ", "))
 	}
-	if o.Branch != "" {
-		if err := x.git.checkBranch(cctx, o.Branch); err != nil {
-			return nil, err
+	if x.o.Branch != "" {
+		if err := x.git.checkBranch(ctx, x.o.Branch); err != nil {
+			return err
 		}
 	}
 	// -module is checked against go.mod before anything runs; whether a
 	// version is a listed release, once the proxy can be asked.
-	if x.pinned, err = o.Policy.checkModule(m.Direct()); err != nil {
-		return nil, err
-	}
-	cancel()
+	x.pinned, err = x.o.Policy.checkModule(m.Direct())
+	return err
+}
 
-	st.begin("image") // budget: imageBudget
-	d, ok := x.clock.step(imageBudget)
-	if !ok {
-		return timedOut()
-	}
-	pctx, cancel := context.WithTimeout(ctx, d)
-	img, note, err := validate.SelectImage(pctx, eng, validate.ImageRequest{
-		Directive: m.Go, Toolchain: m.Toolchain, Image: o.Image, Pull: o.Pull, DataDir: o.DataDir, Cgo: o.Cgo, AptPackages: o.AptPackages,
-	}, x.log)
-	cancel()
-	var tn *imagetable.TooNewError
-	if errors.As(err, &tn) {
-		rep.Refusal = &report.Refusal{Kind: "requires_newer_toolchain", Reason: tn.Error()}
-		return end(Unsupported, "the layout is not supported: %s", tn.Error())
-	}
+// listedPinned refuses a -module version the proxy does not list, before
+// the baseline's validation rather than after.
+func (x *run) listedPinned(ctx context.Context, d time.Duration) error {
+	versions, err := workflow.ListVersions(ctx, x.p.Acquirer(time.Now().Add(d)), []string{x.pinned.Path})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	x.img, rep.Image = img, &img
-	if note != "" {
-		rep.Notes = append(rep.Notes, note)
-	}
-	x.config = o.config(img.ID)
-	rep.ConfigHash = hashOf(x.config)
+	return listed(*x.pinned, versions)
+}
 
-	if o.VulnDB != "" {
-		st.begin("scanner") // budget: scannerBudget
-		if d, ok = x.clock.step(scannerBudget); !ok {
-			return timedOut()
-		}
-		pctx, cancel := context.WithTimeout(ctx, d)
-		var note string
-		x.scanner, note, err = validate.EnsureScanner(pctx, eng, o.DataDir, img, o.Owner, min(o.LockTimeout, d), x.log)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if note != "" {
-			rep.Notes = append(rep.Notes, note)
-		}
-		if x.scanner.Built {
-			rep.Egress = append(rep.Egress, report.NewEgress("scanner", x.scanner.Egress, x.scanner.EgressLost))
-		}
-	}
-
-	st.begin("lock") // budget: LockTimeout + openBudget
-	if d, ok = x.clock.step(o.LockTimeout + openBudget); !ok {
-		return timedOut()
-	}
-	if x.r, err = openRunner(ctx, eng, o, img, x.scanner.Dir, db.Dir, d); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err := x.r.Close(context.WithoutCancel(ctx)); err != nil {
-			x.log.Warn("cleanup failed", "err", err)
-		}
-	}()
-
-	st.begin("snapshot")
-	if x.snap, err = x.r.Snapshot(ctx, o.Dir, toolchain.SnapshotOptions{}); err != nil {
-		return nil, err
-	}
-	if x.snap.Commit != rep.Source.Commit {
-		return nil, fmt.Errorf("maintain: HEAD moved from %s to %s while maintain ran", rep.Source.Commit, x.snap.Commit)
-	}
-	if x.mod, refused, err = validate.CheckSnapshot(x.snap, m.Go, o.DataDir, vrep); refused {
-		rep.Refusal = vrep.Refusal
-		return refusedEnd(vrep.Refusal)
-	} else if err != nil {
-		return nil, err
-	}
-
-	st.begin("seed") // budget: seedBudget
-	if d, ok = x.clock.step(seedBudget); !ok {
-		return timedOut()
-	}
-	pctx, cancel = context.WithTimeout(ctx, d)
-	x.seed = validate.EnsureSeed(pctx, eng, x.r, img, o.Owner, vrep, x.log)
-	cancel()
-
-	st.begin("probe") // budget: probeBudget
-	if d, ok = x.clock.step(probeBudget); !ok {
-		return timedOut()
-	}
-	pctx, cancel = context.WithTimeout(ctx, d)
-	err = x.r.Probe(pctx, validate.ProbeDirs(x.seed)...)
-	cancel()
+// validateBaseline validates the baseline: the commit's tree (with the
+// acquisition's update of the manifests, when it made one).
+func (x *run) validateBaseline(ctx context.Context, d time.Duration) error {
+	res, err := x.p.Validate(ctx, d)
 	if err != nil {
-		return nil, err
-	}
-
-	st.begin("acquire") // budget: acquireBudget
-	if d, ok = x.clock.step(acquireBudget); !ok {
-		return timedOut()
-	}
-	// It lives until the candidates are listed, after the baseline.
-	if x.acq, err = validate.StartAcquire(ctx, x.r, x.snap.Dir, min(time.Until(x.clock.deadline), toolchain.MaxTimeout)); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if x.acq == nil {
-			return
-		}
-		if err := x.acq.Close(context.WithoutCancel(ctx)); err != nil {
-			x.log.Warn("removing the acquire container failed", "err", err)
-		}
-	}()
-	// As inspect acquires: when the go command has to update the
-	// manifests to download the modules (no go line, missing go.sum
-	// entries), the baseline is the commit's tree with that update, as
-	// on a developer's machine; the proposal then carries it too.
-	got, updated, err := validate.AcquireSnapshot(ctx, x.r, x.acq, x.snap, x.mod, img, time.Now().Add(d))
-	if err == nil {
-		err = x.egress(ctx, rep, "acquire")
-	}
-	switch {
-	case err != nil:
-		return nil, err
-	case got.TimedOut && d >= acquireBudget:
-		return end(ValidationInconclusive, "the acquisition's budget (%v) ran out during %s", acquireBudget, st.cur)
-	case got.TimedOut:
-		return timedOut()
-	case got.NewerToolchain != nil:
-		rep.Refusal = got.NewerToolchain
-		return end(Unsupported, "the baseline cannot be built: %s", got.NewerToolchain.Reason)
-	case got.Failure != nil:
-		return end(AcquisitionFailed, "the baseline's modules could not be downloaded: %s", got.Failure.Detail)
-	case got.Updated != nil:
-		rep.Source.Updated, x.updated = got.Updated, got.Updated
-		updated.Commit = x.snap.Commit // the commit's tree, manifests updated
-		x.snap = updated
-		// The acquire container holds the tree before the update: what
-		// asks about the baseline from now on runs on the new one.
-		if err := x.acq.Close(context.WithoutCancel(ctx)); err != nil {
-			x.log.Warn("removing the acquire container failed", "err", err)
-		}
-		x.acq = nil
-	}
-
-	if x.pinned != nil {
-		// A version the proxy does not list is refused before the
-		// baseline's validation, not after.
-		versions, err := validate.ListVersions(ctx, x.acquirer(time.Now().Add(candidatesBudget)), []string{x.pinned.Path})
-		if err == nil {
-			err = listed(*x.pinned, versions)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-
-	st.begin("baseline") // budget: Timeout
-	if d, ok = x.clock.step(o.timeout()); !ok {
-		return timedOut()
-	}
-	res, err := validate.ValidateSnapshot(ctx, x.r, x.snap.Dir, d, x.seed, x.mod.Path, x.log)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	x.base = &Validation{Checks: res.Checks}
-	rep.Baseline = x.base
+	return nil
+}
 
-	st.begin("baseline/rerun") // budget: Timeout
-	failing := failingTests(res.Checks)
-	if inconclusive(res.Checks) {
-		return end(BaselineInconclusive, "the baseline's validation cannot be trusted: %s", reasons(res.Checks))
+// rerunBaseline judges the baseline: one that cannot be trusted, or that
+// fails, ends the run; when only tests fail, each is rerun alone first,
+// and those that change their mind are flaky, not failing.
+func (x *run) rerunBaseline(ctx context.Context, d time.Duration) error {
+	checks := x.base.Checks
+	if inconclusive(checks) {
+		return end(BaselineInconclusive, "the baseline's validation cannot be trusted: %s", reasons(checks))
 	}
-	if len(failing) > 0 && len(failing) == len(allFindings(res.Checks)) {
-		// Only tests fail: each is rerun before the baseline is judged.
-		if d, ok = x.clock.step(o.timeout()); !ok {
-			return timedOut()
-		}
-		runs, why, err := rerun(ctx, x.r, x.snap.Dir, x.seed, x.mod.Path, failing, d)
+	failing := failingTests(checks)
+	if len(failing) > 0 && len(failing) == len(allFindings(checks)) {
+		runs, why, err := rerun(ctx, x.p.Runner, x.p.Snapshot.Dir, x.p.Seed, x.p.Module.Path, failing, d)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if why != "" {
 			return end(BaselineInconclusive, "a rerun of the baseline's failing tests cannot be trusted: %s", why)
@@ -582,48 +318,106 @@ func Maintain(ctx context.Context, eng validate.Engine, o Options) (*Report, err
 			}
 		}
 	}
-	if n := len(allFindings(res.Checks)) - len(x.base.Flaky); n > 0 {
+	if n := len(allFindings(checks)) - len(x.base.Flaky); n > 0 {
 		return end(BaselineFailing, "the baseline already fails (%d findings): no upgrade can be judged against it", n)
 	}
+	return nil
+}
 
-	if o.VulnDB != "" {
-		st.begin("baseline/scan") // budget: scanBudget
-		if x.base.Vulns, err = x.scan(ctx, x.snap.Dir); err != nil {
-			return nil, err
+// scanBaseline scans the baseline.
+func (x *run) scanBaseline(ctx context.Context, d time.Duration) (err error) {
+	x.base.Vulns, err = x.p.Scan(ctx, x.p.Snapshot.Dir, d, 0)
+	return err
+}
+
+// listCandidates lists the upgrade candidates (the -module one, checked
+// before the baseline), judges them by the policy and orders the
+// eligible ones; none ends the run.
+func (x *run) listCandidates(ctx context.Context, d time.Duration) error {
+	if c := x.pinned; c != nil {
+		x.judged, x.order = []Candidate{{Candidate: *c, Eligible: true}}, []report.Candidate{*c}
+	} else {
+		listed, err := workflow.Candidates(ctx, x.p.Acquirer(time.Now().Add(d)), x.p.Module.Direct())
+		if err != nil {
+			return err
 		}
+		x.judged, x.order = judge(listed, x.o.Policy)
 	}
+	if err := x.takeEgress(ctx, "candidates"); err != nil {
+		return err
+	}
+	if len(x.order) == 0 {
+		return end(NoCandidate, "no direct dependency has an eligible newer version (%s)", policyText(x.o.Policy))
+	}
+	if x.o.PreferFixes {
+		x.order = preferFixes(x.base, x.order)
+	}
+	return nil
+}
 
-	st.begin("candidates") // budget: candidatesBudget
-	if d, ok = x.clock.step(candidatesBudget); !ok {
-		return timedOut()
-	}
-	order, err := x.candidates(ctx, rep, d)
-	if err == nil {
-		err = x.egress(ctx, rep, "candidates")
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(order) == 0 {
-		return end(NoCandidate, "no direct dependency has an eligible newer version (%s)", policyText(o.Policy))
-	}
-	if o.PreferFixes {
-		order = preferFixes(x.base, order)
-	}
-	rep.Attempts, err = tryInOrder(order, o.Each, func() bool { _, ok := x.clock.step(minStep); return ok },
-		func(c report.Candidate, tried int) (Attempt, error) {
-			name := "attempt " + c.Path + "@" + c.Version
-			st.begin(name) // budget: what is left; each step its own
-			a, err := x.attempt(ctx, c, tried)
-			if err == nil {
-				err = x.egress(ctx, rep, name)
+// tryCandidates tries the eligible candidates (tryInOrder), each attempt
+// a step whose own steps have their budgets.
+func (x *run) tryCandidates(ctx context.Context) (err error) {
+	more := func() bool { return x.steps.Left() >= validate.MinStep }
+	x.attempts, err = tryInOrder(x.order, x.o.Each, more, func(c report.Candidate, tried int) (a Attempt, err error) {
+		name := "attempt " + c.Path + "@" + c.Version
+		err = x.steps.Do(ctx, name, workflow.Unbounded, func(ctx context.Context, _ time.Duration) error {
+			if a, err = x.attempt(ctx, c, tried); err != nil {
+				return err
 			}
-			return a, err
+			return x.takeEgress(ctx, name)
 		})
-	if err != nil {
-		return nil, err
+		return a, err
+	})
+	return err
+}
+
+// takeEgress adds the egress record of phase (workflow.Prepared.TakeEgress).
+func (x *run) takeEgress(ctx context.Context, phase string) error {
+	es, err := x.p.TakeEgress(ctx, phase)
+	x.egress = append(x.egress, es...)
+	return err
+}
+
+// report builds the run's report from what the prelude and the steps
+// found; err is what ended the steps: an outcome (*ended), a deadline
+// (inconclusive), or Stockade's failure, which is returned instead.
+func (x *run) report(err error) (*Report, error) {
+	p := x.p
+	rep := &Report{Schema: Schema, Dir: x.o.Dir, Source: p.Source, Refusal: p.Refusal, Uncommitted: x.uncommitted,
+		Baseline: x.base, Candidates: x.judged, Attempts: x.attempts, Notes: p.Notes, Egress: append(p.Egress, x.egress...)}
+	if p.Module != nil {
+		rep.Module, rep.Go = p.Module.Path, p.Module.Go
 	}
-	return finish()
+	if p.Refusal == nil {
+		rep.Image = p.Image // a refused layout has none
+	}
+	if x.config != "" {
+		rep.ConfigHash = hashOf(x.config)
+	}
+	var e *ended
+	var de *workflow.DeadlineError
+	switch a := p.Acquired; {
+	case errors.As(err, &e):
+		rep.Outcome, rep.Reason = e.out, e.reason
+	case errors.As(err, &de):
+		rep.Outcome, rep.Reason = ValidationInconclusive, de.Error()
+	case err != nil:
+		return nil, err
+	case p.Refusal != nil && p.Refusal.Kind == report.RefusalMalformedGoMod:
+		// As the go command fails on it at home.
+		rep.Outcome, rep.Reason = BaselineFailing, "the baseline already fails: "+p.Refusal.Reason
+	case p.Refusal != nil:
+		rep.Outcome, rep.Reason = Unsupported, "the layout is not supported: "+p.Refusal.Reason
+	case a.NewerToolchain != nil:
+		rep.Refusal = a.NewerToolchain
+		rep.Outcome, rep.Reason = Unsupported, "the baseline cannot be built: "+a.NewerToolchain.Reason
+	case a.Failure != nil:
+		rep.Outcome, rep.Reason = AcquisitionFailed, "the baseline's modules could not be downloaded: "+a.Failure.Detail
+	}
+	rep.Timings.Phases = x.steps.Phases()
+	rep.finish(x.steps.Elapsed().Milliseconds(), x.o.Each)
+	return rep, nil
 }
 
 // maxTries bounds the candidates one run without Each tries: each costs
@@ -650,66 +444,6 @@ func tryInOrder(order []report.Candidate, each bool, more func() bool, try func(
 		}
 	}
 	return out, nil
-}
-
-// acquirer runs module commands on the baseline ending by until: as execs
-// in its acquire container, or, once acquisition updated the manifests
-// (the container holds the tree before), in one-shot acquire containers.
-func (x *run) acquirer(until time.Time) validate.Execer {
-	if x.acq == nil {
-		return validate.NewAcquireExecer(x.r, x.snap.Dir, until)
-	}
-	return validate.AcquireIn(x.r, x.acq, until)
-}
-
-// egress adds the record of phase (validate.EgressOf) to rep: what the
-// run's egress gate saw since the phase before; nothing without network.
-func (x *run) egress(ctx context.Context, rep *Report, phase string) error {
-	es, err := validate.EgressOf(ctx, x.r, phase)
-	rep.Egress = append(rep.Egress, es...)
-	return err
-}
-
-// openRunner opens the run on the locked data directory, waiting for the
-// lock at most LockTimeout within d.
-func openRunner(ctx context.Context, eng validate.Engine, o Options, img report.Image, scanTools, scanDB string, d time.Duration) (*toolchain.Runner, error) {
-	dataDir, defaultDir := o.DataDir, o.DataDir == ""
-	if defaultDir {
-		var err error
-		if dataDir, err = validate.DefaultDataDir(); err != nil {
-			return nil, err
-		}
-	}
-	pctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return toolchain.Open(pctx, eng, toolchain.Options{
-		DataDir:        dataDir,
-		DefaultDataDir: defaultDir,
-		Owner:          o.Owner,
-		Config: toolchain.Config{Image: img.ID, Proxy: o.Proxy, SumDB: o.SumDB, FixtureProxy: o.FixtureProxy, ScanTools: scanTools, ScanVulnDB: scanDB,
-			GateNetwork: o.GateNetwork, GateAllowPrivate: o.GateAllowPrivate, Access: o.Access},
-		LockTimeout: min(o.LockTimeout, d),
-		OnLockWait:  o.OnLockWait,
-		Logger:      o.Logger,
-	})
-}
-
-// candidates lists the upgrade candidates into rep and returns the
-// eligible ones in selection order.
-func (x *run) candidates(ctx context.Context, rep *Report, d time.Duration) ([]report.Candidate, error) {
-	if c := x.pinned; c != nil { // checked and listed before the baseline
-		rep.Candidates = []Candidate{{Candidate: *c, Eligible: true}}
-		return []report.Candidate{*c}, nil
-	}
-	acq := x.acquirer(time.Now().Add(d))
-	p := x.o.Policy
-	listed, err := validate.Candidates(ctx, acq, x.mod.Direct())
-	if err != nil {
-		return nil, err
-	}
-	judged, order := judge(listed, p)
-	rep.Candidates = judged
-	return order, nil
 }
 
 func policyText(p Policy) string {

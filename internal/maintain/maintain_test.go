@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // TestMaintain_Fixtures runs maintain on each fixture repository against
@@ -74,7 +76,7 @@ func TestMaintain_Fixtures(t *testing.T) {
 				t.Errorf("attempts %+v; want none", r.Attempts)
 			}
 		}},
-		{"hang", Options{Timeout: 15 * time.Second}, BaselineInconclusive, func(t *testing.T, r *Report) {
+		{"hang", Options{Options: workflow.Options{Timeout: 15 * time.Second}}, BaselineInconclusive, func(t *testing.T, r *Report) {
 			if len(r.Attempts) != 0 || !strings.Contains(r.Reason, "timed out") {
 				t.Errorf("reason %q; want the baseline's timeout named", r.Reason)
 			}
@@ -91,13 +93,13 @@ func TestMaintain_Fixtures(t *testing.T) {
 		}},
 		// The baseline must pass within the timeout (a few seconds on a quiet
 		// machine, over 20 under load); the upgraded tree's test hangs.
-		{"maintain-hang", Options{Timeout: 45 * time.Second}, ValidationInconclusive, func(t *testing.T, r *Report) {
+		{"maintain-hang", Options{Options: workflow.Options{Timeout: 45 * time.Second}}, ValidationInconclusive, func(t *testing.T, r *Report) {
 			if a := r.Attempts[0]; a.Proposal != nil || !strings.Contains(a.Reason, "timed out") {
 				t.Errorf("attempt %+v; want no proposal, the timeout named", a)
 			}
 		}},
 		// A proxy that refuses every connection: nothing can be had.
-		{"maintain-patch", Options{Proxy: "http://127.0.0.1:9"}, AcquisitionFailed, func(t *testing.T, r *Report) {
+		{"maintain-patch", Options{Options: workflow.Options{Proxy: "http://127.0.0.1:9"}}, AcquisitionFailed, func(t *testing.T, r *Report) {
 			if len(r.Attempts) != 0 || !strings.Contains(r.Reason, "could not be downloaded") {
 				t.Errorf("reason %q, attempts %+v; want the baseline's acquisition named", r.Reason, r.Attempts)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/enginetest"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // TestMaintain_Monorepo: a module in a subdirectory of a repository is
@@ -32,7 +33,7 @@ func TestMaintain_Monorepo(t *testing.T) {
 	owner := enginetest.Owner(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	rep, err := Maintain(ctx, eng, Options{Dir: app, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: 10 * time.Minute, Owner: owner, Timeout: 5 * time.Minute})
+	rep, err := Maintain(ctx, eng, Options{Options: workflow.Options{Dir: app, FixtureProxy: proxy, DataDir: dataDir, LockTimeout: 10 * time.Minute, Owner: owner, Timeout: 5 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

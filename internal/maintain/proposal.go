@@ -17,7 +17,7 @@ const proposalIDLen = 12
 // and returns it with its tree's ID.
 func (x *run) propose(ctx context.Context, a *Attempt, ms manifests, post []report.Check) (*Proposal, string, error) {
 	msg := x.message(a, post)
-	commit, tree, err := x.git.commit(ctx, recipe{parent: x.snap.Commit, goMod: ms.goMod, goSum: ms.goSum, who: x.o.identity(), message: msg})
+	commit, tree, err := x.git.commit(ctx, recipe{parent: x.p.Snapshot.Commit, goMod: ms.goMod, goSum: ms.goSum, who: x.o.identity(), message: msg})
 	if err != nil {
 		return nil, "", err
 	}
@@ -50,15 +50,15 @@ func (x *run) message(a *Attempt, post []report.Check) string {
 		fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, orNone(m.From), orNone(m.To), kind)
 	}
 	if g := a.GoRaised; g != nil {
-		fmt.Fprintf(&b, "\nThe go line moves from %s to %s: %s requires it (go get raises it so).\nThe upgraded tree was validated with %s, which builds go %s.\n", orNone(g.From), g.To, g.RequiredBy, x.img.GoVersion, g.To)
+		fmt.Fprintf(&b, "\nThe go line moves from %s to %s: %s requires it (go get raises it so).\nThe upgraded tree was validated with %s, which builds go %s.\n", orNone(g.From), g.To, g.RequiredBy, x.p.Image.GoVersion, g.To)
 	}
-	if u := x.updated; u != nil {
+	if u := x.p.Acquired.Updated; u != nil {
 		fmt.Fprintf(&b, "\nThe go command also updated %s to download the modules, as it\ndoes on a developer's machine; both validations and this commit carry it.\n", strings.Join(u.Files, " and "))
 	}
 	b.WriteString("\nValidated by stockade maintain without trusting the repository:\n" +
 		"go list, build, vet and test of the parent commit (before) and of\n" +
 		"this tree (after), each in a fresh container without network.\n")
-	fmt.Fprintf(&b, "Parent: %s\nImage: %s (%s)\n", x.snap.Commit, x.img.ID, x.img.GoVersion)
+	fmt.Fprintf(&b, "Parent: %s\nImage: %s (%s)\n", x.p.Snapshot.Commit, x.p.Image.ID, x.p.Image.GoVersion)
 	fmt.Fprintf(&b, "Tests before: %s\nTests after:  %s\n", testCounts(x.base.Checks), testCounts(post))
 	var flaky []string
 	for _, fl := range append(append([]Flake{}, x.base.Flaky...), a.postFlakes()...) {

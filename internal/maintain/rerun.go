@@ -33,18 +33,16 @@ func runPattern(test string) string {
 }
 
 // rerun runs each test of tests Reruns times, alone, in one fresh execute
-// container (its own build cache) on the snapshot at src, within d. It
+// container (validate.StartValidation: its own build cache over seed, its
+// own working tree) on the snapshot at src, within d. It
 // returns each test's results by finding key ("pass" or "fail"), or why
 // a run cannot be trusted (a timeout, truncated output, a test that
 // reported nothing).
 func rerun(ctx context.Context, r *toolchain.Runner, src string, seed cacheseed.Seed, modPath string, tests []report.Finding, d time.Duration) (map[string][]string, string, error) {
 	until := time.Now().Add(d)
-	cctx, cancel := context.WithTimeout(ctx, d+hostGrace+toolchain.WorkTreeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, d+validate.HostGrace+toolchain.WorkTreeTimeout)
 	defer cancel()
-	c, err := r.Start(cctx, toolchain.Job{
-		Profile: toolchain.Execute, Source: src, Timeout: d + time.Minute,
-		ReadOnly: seed.Mounts(), Env: seed.Env(),
-	})
+	c, err := validate.StartValidation(cctx, r, src, d, seed)
 	if err != nil {
 		return nil, "", err
 	}
@@ -54,7 +52,7 @@ func rerun(ctx context.Context, r *toolchain.Runner, src string, seed cacheseed.
 	for _, f := range tests {
 		for range Reruns {
 			left := time.Until(until)
-			if left < minStep {
+			if left < validate.MinStep {
 				return nil, "the reruns' time ran out", nil
 			}
 			o, err := ex.Exec(cctx, rerunArgv(f.Package, f.Test), left)

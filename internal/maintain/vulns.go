@@ -1,36 +1,13 @@
 package maintain
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"golang.org/x/mod/semver"
 
 	"github.com/stockade/stockade/internal/report"
-	"github.com/stockade/stockade/internal/scanner"
 )
-
-// scanBudget bounds one vulnerability scan (the baseline's, a
-// candidate's).
-const scanBudget = scanner.DefaultScanTimeout
-
-// scan scans the tree at dir with the run's verified scanner and database;
-// nil when the run has no database.
-func (x *run) scan(ctx context.Context, dir string) (*report.VulnScan, error) {
-	if x.o.VulnDB == "" {
-		return nil, nil
-	}
-	d, ok := x.clock.step(scanBudget)
-	if !ok {
-		return &report.VulnScan{Status: report.ScanInconclusive, Reasons: []string{"the -deadline ran out before the scan"}, Vulns: []report.Vuln{}}, nil
-	}
-	vs, err := scanner.Scan(ctx, x.r, x.scanner, dir, x.seed, scanner.Options{Timeout: d, Logger: x.log})
-	if err != nil {
-		return nil, err
-	}
-	return &vs, nil
-}
 
 // fixesCalled returns the IDs of the baseline's called vulnerabilities in
 // module c.Path that version c.Version fixes (it is at or past the fixed

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/stockade/stockade/internal/report"
-	"github.com/stockade/stockade/internal/validate"
 	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // TestMaintain_PreferFixes: on maintain-vuln, whose first candidate in
@@ -16,11 +16,11 @@ import (
 // it fixed, scanned with the same database and scanner as the baseline.
 func TestMaintain_PreferFixes(t *testing.T) {
 	eng, _, _ := engine(t)
-	img, _, err := validate.SelectImage(context.Background(), eng, validate.ImageRequest{Directive: "1.24"}, nil)
+	img, _, err := workflow.SelectImage(context.Background(), eng, workflow.ImageRequest{Directive: "1.24"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, _ := maintainFixture(t, "maintain-vuln", Options{VulnDB: vulndbtest.Write(t, img.GoVersion), PreferFixes: true})
+	rep, _ := maintainFixture(t, "maintain-vuln", Options{Options: workflow.Options{VulnDB: vulndbtest.Write(t, img.GoVersion)}, PreferFixes: true})
 	if rep.Outcome != ProposalPrepared || len(rep.Attempts) != 1 {
 		t.Fatalf("outcome %s, %d attempts; want one proposal", rep.Outcome, len(rep.Attempts))
 	}

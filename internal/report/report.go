@@ -136,13 +136,27 @@ type Refusal struct {
 type Acquisition struct {
 	// Reason is one sentence for a person.
 	Reason string `json:"reason"`
-	// Detail is the go command's standard error, capped; it names the
-	// module and what went wrong (checksum mismatch, unknown revision).
+	// Detail is the go command's standard error, capped (Detail); it
+	// names the module and what went wrong (checksum mismatch, unknown
+	// revision).
 	Detail string `json:"detail,omitempty"`
 	// RefusedHosts are the hosts the egress gate refused during the
 	// acquisition (anything but the configured proxy's and checksum
 	// database's), sorted; the acquire phase's Egress has the records.
 	RefusedHosts []string `json:"refused_hosts,omitempty"`
+}
+
+// MaxDetail caps the go command's standard error a report keeps as a
+// detail (Acquisition.Detail, a maintain attempt's), in bytes.
+const MaxDetail = 4 << 10
+
+// Detail is stderr as a report keeps it: at most MaxDetail bytes, "..."
+// when it was cut.
+func Detail(stderr []byte) string {
+	if len(stderr) > MaxDetail {
+		return string(stderr[:MaxDetail]) + "..."
+	}
+	return string(stderr)
 }
 
 // Source says which tree was validated.

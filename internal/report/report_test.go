@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,5 +207,17 @@ func golden(t testing.TB, path string, got []byte, update bool) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// TestDetail: stderr is kept whole up to MaxDetail bytes, and cut there,
+// with "...", past it.
+func TestDetail(t *testing.T) {
+	whole := strings.Repeat("x", MaxDetail)
+	if got := Detail([]byte(whole)); got != whole {
+		t.Errorf("Detail(%d bytes) cut to %d", len(whole), len(got))
+	}
+	if got := Detail([]byte(whole + "y")); got != whole+"..." {
+		t.Errorf("Detail(%d bytes) = %d bytes ending %q; want the first %d and ...", len(whole)+1, len(got), got[len(got)-4:], MaxDetail)
 	}
 }

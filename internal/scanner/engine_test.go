@@ -17,7 +17,7 @@ import (
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/scanner"
-	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -52,7 +52,7 @@ func ensure(t *testing.T) (*dockerapi.Client, report.Image, string, scanner.Scan
 		if _, shared.err = image.Build(ctx, c, image.Options{}); shared.err != nil {
 			return
 		}
-		if shared.img, _, shared.err = validate.SelectImage(ctx, c, validate.ImageRequest{Directive: "1.26"}, nil); shared.err != nil {
+		if shared.img, _, shared.err = workflow.SelectImage(ctx, c, workflow.ImageRequest{Directive: "1.26"}, nil); shared.err != nil {
 			return
 		}
 		if shared.dir, shared.err = testDataDir(); shared.err != nil {

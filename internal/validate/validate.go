@@ -12,8 +12,9 @@
 // failure, a non-zero exit no finding explains — makes the check
 // inconclusive, never passing.
 //
-// Inspect, in inspect.go, is the whole `stockade inspect`: refusals, image,
-// acquisition, this validation, upgrade candidates and the report.
+// The workflows that run validations (internal/inspect, internal/maintain)
+// prepare the snapshot, its modules and the seed (internal/workflow);
+// ValidateSnapshot, or StartValidation and ValidateIn, run one here.
 package validate
 
 import (
@@ -34,10 +35,6 @@ import (
 // DefaultTimeout bounds one whole validation (list, build, vet and test
 // together) when Options.Timeout is zero.
 const DefaultTimeout = 10 * time.Minute
-
-// minStepTime is the least time left in the validation for a step to
-// start; the in-container timeout has a resolution of one second.
-const minStepTime = time.Second
 
 // buildOutputDir is where go build writes the executables of main
 // packages: /tmp, the container's tmpfs, so the build leaves the working
@@ -116,7 +113,7 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 	killed := false // a step was killed at the deadline: the container may be gone
 	step := func(name string, argv []string) (Output, bool, error) {
 		left := time.Until(deadline)
-		if left < minStepTime || killed {
+		if left < MinStep || killed {
 			return Output{}, false, nil
 		}
 		t := time.Now()
@@ -168,7 +165,7 @@ func Run(ctx context.Context, ex Execer, o Options) (Result, error) {
 		c.Name = s.name
 		// Whatever the parser made of a partial stream, a step that was
 		// killed or cut short is inconclusive, and that is the reason.
-		if reason := outputReason(out); reason != "" && c.Status != report.StatusInconclusive {
+		if reason := OutputReason(out); reason != "" && c.Status != report.StatusInconclusive {
 			c.Status, c.Reasons = report.StatusInconclusive, append(c.Reasons, reason)
 		}
 		res.Checks = append(res.Checks, c)
@@ -226,7 +223,7 @@ type listError struct {
 // list would let every later check pass vacuously).
 func parseList(out Output) (report.Check, []Package) {
 	c := report.Check{Name: CheckList, ExitCode: out.ExitCode, Findings: []report.Finding{}}
-	if reason := outputReason(out); reason != "" {
+	if reason := OutputReason(out); reason != "" {
 		c.Status, c.Reasons = report.StatusInconclusive, []string{reason}
 		return c, nil
 	}
@@ -272,8 +269,9 @@ func parseList(out Output) (report.Check, []Package) {
 	return c, pkgs
 }
 
-// outputReason returns why out cannot be trusted at all, or "".
-func outputReason(out Output) string {
+// OutputReason returns why out cannot be trusted at all (timed out, killed
+// for memory, truncated), or "".
+func OutputReason(out Output) string {
 	switch {
 	case out.TimedOut:
 		return "timed out"

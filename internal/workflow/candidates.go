@@ -1,4 +1,4 @@
-package validate
+package workflow
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/testjson"
+	"github.com/stockade/stockade/internal/validate"
 )
 
 // maxMajorProbe is how many major versions past the current one the
@@ -55,7 +56,7 @@ func parseVersions(stdout []byte) (versions map[string][]string, failed map[stri
 			return out, failed, nil
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("validate: reading go list -m output: %w", err)
+			return nil, nil, fmt.Errorf("workflow: reading go list -m output: %w", err)
 		}
 		if m.Path == "" {
 			continue
@@ -94,8 +95,8 @@ type downloadedModule struct {
 	GoMod         string
 }
 
-// DownloadStatus is what go mod download said about one module.
-type DownloadStatus struct {
+// downloadStatus is what go mod download said about one module.
+type downloadStatus struct {
 	Path, Version string
 	// NeedsGo is the Go version the module requires when the download
 	// failed because the toolchain is too old; empty otherwise.
@@ -107,8 +108,8 @@ type DownloadStatus struct {
 // parseDownload reads go mod download -json output. The go command exits
 // non-zero when any module failed, so the exit code alone says nothing;
 // each object's Error is classified here.
-func parseDownload(stdout []byte) ([]DownloadStatus, error) {
-	var out []DownloadStatus
+func parseDownload(stdout []byte) ([]downloadStatus, error) {
+	var out []downloadStatus
 	dec := json.NewDecoder(bytes.NewReader(stdout))
 	for {
 		var m downloadedModule
@@ -117,9 +118,9 @@ func parseDownload(stdout []byte) ([]DownloadStatus, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("validate: reading go mod download output: %w", err)
+			return nil, fmt.Errorf("workflow: reading go mod download output: %w", err)
 		}
-		s := DownloadStatus{Path: m.Path, Version: m.Version}
+		s := downloadStatus{Path: m.Path, Version: m.Version}
 		if m.Error != "" {
 			// The go command prints the same error as "go: <error>" on
 			// stderr; testjson classifies that form.
@@ -139,7 +140,7 @@ func parseDownload(stdout []byte) ([]DownloadStatus, error) {
 // never builds. Every candidate is downloaded once, so a candidate whose
 // go.mod needs a Go newer than the image's is flagged
 // RequiresNewerToolchain, as go get would fail for it.
-func Candidates(ctx context.Context, acq Execer, direct []module.Version) ([]report.Candidate, error) {
+func Candidates(ctx context.Context, acq validate.Execer, direct []module.Version) ([]report.Candidate, error) {
 	cands := []report.Candidate{}
 	if len(direct) == 0 {
 		return cands, nil
@@ -151,10 +152,10 @@ func Candidates(ctx context.Context, acq Execer, direct []module.Version) ([]rep
 	}
 	out, err := acq.Exec(ctx, versionsArgv(paths), 0)
 	if err != nil {
-		return nil, fmt.Errorf("validate: listing versions: %w", err)
+		return nil, fmt.Errorf("workflow: listing versions: %w", err)
 	}
-	if reason := outputReason(out); reason != "" || out.ExitCode != 0 {
-		return nil, fmt.Errorf("validate: listing versions: %s", commandFailure(out, reason))
+	if reason := validate.OutputReason(out); reason != "" || out.ExitCode != 0 {
+		return nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
 	}
 	versions, failed, err := parseVersions(out.Stdout)
 	if err != nil {
@@ -165,7 +166,7 @@ func Candidates(ctx context.Context, acq Execer, direct []module.Version) ([]rep
 		// unverifiable, the proxy unreachable) has candidates nobody
 		// knows: never "current".
 		if msg, ok := failed[r.Path]; ok {
-			return nil, fmt.Errorf("validate: listing versions of %s: %s", r.Path, msg)
+			return nil, fmt.Errorf("workflow: listing versions of %s: %s", r.Path, msg)
 		}
 	}
 	for _, r := range direct {
@@ -189,16 +190,16 @@ func Candidates(ctx context.Context, acq Execer, direct []module.Version) ([]rep
 	}
 	out, err = acq.Exec(ctx, downloadArgv(queries), 0)
 	if err != nil {
-		return nil, fmt.Errorf("validate: downloading candidates: %w", err)
+		return nil, fmt.Errorf("workflow: downloading candidates: %w", err)
 	}
-	if reason := outputReason(out); reason != "" {
-		return nil, fmt.Errorf("validate: downloading candidates: %s", commandFailure(out, reason))
+	if reason := validate.OutputReason(out); reason != "" {
+		return nil, fmt.Errorf("workflow: downloading candidates: %s", commandFailure(out, reason))
 	}
 	st, err := parseDownload(out.Stdout)
 	if err != nil {
 		return nil, err
 	}
-	byQuery := map[string]DownloadStatus{}
+	byQuery := map[string]downloadStatus{}
 	for _, s := range st {
 		byQuery[s.Path+"@"+s.Version] = s
 	}
@@ -211,9 +212,25 @@ func Candidates(ctx context.Context, acq Execer, direct []module.Version) ([]rep
 	return cands, nil
 }
 
+// ListVersions lists the known release versions of each module path
+// through acq (acquire profile: go list -m -versions, which leaves out
+// retracted versions and pseudo-versions); paths the proxy does not know
+// map to nothing.
+func ListVersions(ctx context.Context, acq validate.Execer, paths []string) (map[string][]string, error) {
+	out, err := acq.Exec(ctx, versionsArgv(paths), 0)
+	if err != nil {
+		return nil, fmt.Errorf("workflow: listing versions: %w", err)
+	}
+	if reason := validate.OutputReason(out); reason != "" || out.ExitCode != 0 {
+		return nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
+	}
+	versions, _, err := parseVersions(out.Stdout)
+	return versions, err
+}
+
 // commandFailure describes a module command that did not succeed, for an
 // error message: the reason, or the exit code and the start of stderr.
-func commandFailure(out Output, reason string) string {
+func commandFailure(out validate.Output, reason string) string {
 	if reason != "" {
 		return reason
 	}

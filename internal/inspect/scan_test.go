@@ -1,4 +1,4 @@
-package validate
+package inspect
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/vulndb"
 	"github.com/stockade/stockade/internal/vulndb/vulndbtest"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // scanTimeout bounds a fixture's whole scan run: the first one in a data
@@ -35,7 +36,7 @@ const scanTimeout = 40 * time.Minute
 // database by its modified time and content hash.
 func TestScan_Fixture(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
-	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	img, _, err := workflow.SelectImage(context.Background(), eng, workflow.ImageRequest{Directive: "1.24"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +47,10 @@ func TestScan_Fixture(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
 	defer cancel()
-	rep, err := Inspect(ctx, eng, InspectOptions{
-		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, ScanOnly: true,
-		LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
-	})
+	rep, err := Scan(ctx, eng, Options{Options: workflow.Options{
+		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t),
+		Deadline: scanTimeout,
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestScan_Fixture(t *testing.T) {
 // after it was recorded is refused before any scan runs, with the reason.
 func TestScan_RefusesTamperedScanner(t *testing.T) {
 	eng, proxy, _ := engine(t)
-	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	img, _, err := workflow.SelectImage(context.Background(), eng, workflow.ImageRequest{Directive: "1.24"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,10 +133,10 @@ func TestScan_RefusesTamperedScanner(t *testing.T) {
 	if err := tamperedCopy(s.Dir, dst); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Inspect(ctx, eng, InspectOptions{
-		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: own, VulnDB: vulndbtest.Write(t, img.GoVersion), ScanOnly: true,
-		Owner: enginetest.Owner(t), Deadline: scanTimeout,
-	})
+	_, err = Scan(ctx, eng, Options{Options: workflow.Options{
+		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: own, VulnDB: vulndbtest.Write(t, img.GoVersion), Owner: enginetest.Owner(t),
+		Deadline: scanTimeout,
+	}})
 	var ve *scanner.VerifyError
 	if !errors.Is(err, scanner.ErrUnverified) || !errors.As(err, &ve) {
 		t.Fatalf("scan with a tampered scanner = %v; want a *VerifyError", err)
@@ -152,7 +153,7 @@ func TestScan_RefusesTamperedScanner(t *testing.T) {
 // where every check passes, the cut scan makes the verdict inconclusive.
 func TestScan_OutputPastCapIsInconclusive(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
-	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	img, _, err := workflow.SelectImage(context.Background(), eng, workflow.ImageRequest{Directive: "1.24"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +172,14 @@ func TestScan_OutputPastCapIsInconclusive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
 			defer cancel()
-			rep, err := Inspect(ctx, eng, InspectOptions{
-				Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, ScanOnly: !tc.validate,
-				ScanOutputCap: tc.cap, LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
-			})
+			run := Scan // stockade scan; with validate, inspect -vulndb
+			if tc.validate {
+				run = Inspect
+			}
+			rep, err := run(ctx, eng, Options{Options: workflow.Options{
+				Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: dbDir, LockTimeout: 15 * time.Minute,
+				Owner: enginetest.Owner(t), Deadline: scanTimeout,
+			}, ScanOutputCap: tc.cap})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,16 +283,16 @@ func tamperedCopy(src, dst string) error {
 // as stockade scan says.
 func TestInspect_VulnDB(t *testing.T) {
 	eng, proxy, dataDir := engine(t)
-	img, _, err := SelectImage(context.Background(), eng, ImageRequest{Directive: "1.24"}, nil)
+	img, _, err := workflow.SelectImage(context.Background(), eng, workflow.ImageRequest{Directive: "1.24"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
 	defer cancel()
-	rep, err := Inspect(ctx, eng, InspectOptions{
-		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: vulndbtest.Write(t, img.GoVersion),
-		Timeout: fixtureTimeout, LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
-	})
+	rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+		Dir: filepath.Join(repos, "vuln"), FixtureProxy: proxy, DataDir: dataDir, VulnDB: vulndbtest.Write(t, img.GoVersion), Timeout: fixtureTimeout,
+		LockTimeout: 15 * time.Minute, Owner: enginetest.Owner(t), Deadline: scanTimeout,
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package validate
+package workflow
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/module"
 
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/validate"
 )
 
 func TestMajorPaths(t *testing.T) {
@@ -29,12 +30,12 @@ func TestMajorPaths(t *testing.T) {
 }
 
 // fakeExec answers commands by their argv, joined with spaces.
-type fakeExec map[string]Output
+type fakeExec map[string]validate.Output
 
-func (f fakeExec) Exec(_ context.Context, argv []string, _ time.Duration) (Output, error) {
+func (f fakeExec) Exec(_ context.Context, argv []string, _ time.Duration) (validate.Output, error) {
 	o, ok := f[strings.Join(argv, " ")]
 	if !ok {
-		return Output{}, fmt.Errorf("unexpected command %q", argv)
+		return validate.Output{}, fmt.Errorf("unexpected command %q", argv)
 	}
 	return o, nil
 }

@@ -1,4 +1,4 @@
-package validate
+package inspect
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -111,10 +112,10 @@ func TestInspect_BehindTheGate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
 			defer cancel()
-			rep, err := Inspect(ctx, eng, InspectOptions{
-				Dir: dir, Proxy: tc.proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: owner,
-				GateNetwork: up.Network, GateAllowPrivate: []netip.Prefix{up.Subnet},
-			})
+			rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+				Dir: dir, Proxy: tc.proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: owner, GateNetwork: up.Network,
+				GateAllowPrivate: []netip.Prefix{up.Subnet},
+			}})
 			if podman {
 				// Podman does not keep a gate network without a
 				// gateway: acquisition is refused, never run ungated.
@@ -216,10 +217,10 @@ func TestInspect_PrivateModules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
 			defer cancel()
-			rep, err := Inspect(ctx, eng, InspectOptions{
+			rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
 				Dir: dir, Proxy: "https://allowed.test:8443/private/", Access: tc.access, DataDir: dataDir, Timeout: fixtureTimeout,
 				LockTimeout: 10 * time.Minute, Owner: owner, GateNetwork: up.Network, GateAllowPrivate: []netip.Prefix{up.Subnet},
-			})
+			}})
 			if err != nil {
 				t.Fatalf("Inspect = %v", err)
 			}

@@ -1,4 +1,4 @@
-package validate
+package inspect
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // realModules are published modules no one here wrote: small, without
@@ -77,9 +79,9 @@ func hostStatus(t *testing.T, src, gomodcache string) map[string]report.Status {
 		args []string
 	}{
 		// The directory is a writable copy: no -o needed on the host.
-		{CheckBuild, []string{"build", "./..."}},
-		{CheckVet, []string{"vet", "./..."}},
-		{CheckTest, []string{"test", "-count=1", "./..."}},
+		{validate.CheckBuild, []string{"build", "./..."}},
+		{validate.CheckVet, []string{"vet", "./..."}},
+		{validate.CheckTest, []string{"test", "-count=1", "./..."}},
 	} {
 		cmd := exec.Command("go", c.args...)
 		cmd.Dir = dir
@@ -112,10 +114,9 @@ func TestInspect_RealModules(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
 			defer cancel()
 			start := time.Now()
-			rep, err := Inspect(ctx, eng, InspectOptions{
-				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
-				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-			})
+			rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+			}})
 			if err != nil {
 				t.Fatalf("Inspect(%s) = %v", mod, err)
 			}
@@ -124,7 +125,7 @@ func TestInspect_RealModules(t *testing.T) {
 			t.Logf("%s in %v:\n%s", mod, time.Since(start).Round(time.Millisecond), text.String())
 			wantVerdict := report.Clean
 			for _, c := range rep.Checks {
-				if c.Name == CheckList {
+				if c.Name == validate.CheckList {
 					continue
 				}
 				if c.Status != host[c.Name] {

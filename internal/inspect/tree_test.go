@@ -1,4 +1,4 @@
-package validate
+package inspect
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // gitRepo makes a git checkout of the clean fixture whose .gitignore
@@ -47,7 +48,7 @@ func gitRepo(t *testing.T) string {
 // ran out. No engine is needed (noEngine panics on any call).
 func inspectNoTime(t *testing.T, dir string, worktree bool) *report.Report {
 	t.Helper()
-	rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, Worktree: worktree, DataDir: t.TempDir(), Deadline: time.Nanosecond})
+	rep, err := Inspect(context.Background(), noEngine{}, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir(), Deadline: time.Nanosecond}, Worktree: worktree})
 	if err != nil {
 		t.Fatalf("Inspect = %v", err)
 	}
@@ -134,30 +135,6 @@ func TestInspect_DeadlineRunsOut(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("took %v", d)
-	}
-}
-
-// TestBudget_Phase: each phase gets min(its budget, what is left), and
-// does not start with less than minPhase left.
-func TestBudget_Phase(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		left, max time.Duration
-		want      time.Duration
-		ok        bool
-	}{
-		{time.Hour, 10 * time.Minute, 10 * time.Minute, true},
-		{5 * time.Minute, 10 * time.Minute, 5 * time.Minute, true},
-		{10 * time.Minute, 10 * time.Minute, 10 * time.Minute, true},
-		{1500 * time.Millisecond, time.Minute, 1500 * time.Millisecond, true},
-		{500 * time.Millisecond, time.Minute, 500 * time.Millisecond, false},
-		{-time.Minute, time.Minute, -time.Minute, false},
-		{time.Hour, 0, 0, false},
-	} {
-		b := budget{deadline: now.Add(tc.left), now: func() time.Time { return now }}
-		if got, ok := b.phase(tc.max); got != tc.want || ok != tc.ok {
-			t.Errorf("left %v: phase(%v) = %v, %v; want %v, %v", tc.left, tc.max, got, ok, tc.want, tc.ok)
-		}
 	}
 }
 

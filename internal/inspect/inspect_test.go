@@ -1,4 +1,4 @@
-package validate
+package inspect
 
 import (
 	"bytes"
@@ -22,11 +22,11 @@ import (
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/hosttest"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/imagetable"
-	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -35,25 +35,18 @@ var update = flag.Bool("update", false, "rewrite the golden reports in testdata/
 // repos is the fixture repositories' directory.
 var repos = filepath.Join("..", "..", "testdata", "repos")
 
-// shared is what the engine tests of this package share, made once: the
-// toolchain image, the fixture proxy and one data directory. The data
-// directory outlives the test process, so the trusted build-cache seed is
-// built once per image and reused by later runs, as inspect reuses it.
-var shared struct {
-	once    sync.Once
-	err     error
-	eng     *dockerapi.Client
-	proxy   string // generated fixture proxy
-	dataDir string
-	tmp     string
+// seed is the build-cache seed the fixtures' validations use, made once
+// in the shared data directory (which outlives the test process, so it is
+// built once per image and reused by later runs, as inspect reuses it).
+var seed struct {
+	once sync.Once
+	err  error
 }
 
 func TestMain(m *testing.M) {
 	fixturesOutsideGit()
 	code := m.Run()
-	if shared.tmp != "" {
-		removeTree(shared.tmp)
-	}
+	enginetest.RemoveToolchain()
 	os.Exit(code)
 }
 
@@ -75,11 +68,6 @@ func fixturesOutsideGit() {
 	os.Setenv("GIT_CEILING_DIRECTORIES", strings.Join(dirs, ":"))
 }
 
-// testDataDir is the data directory the engine tests share across runs:
-// $STOCKADE_TEST_DATADIR, or stockade-test/validate under the user's cache
-// directory (under the home directory, which VM-backed engines see).
-func testDataDir() (string, error) { return enginetest.SharedDataDir() }
-
 // removeTree removes dir, making what the tests made read-only writable
 // first.
 func removeTree(dir string) {
@@ -93,43 +81,24 @@ func removeTree(dir string) {
 }
 
 // engine returns the shared engine client, fixture proxy and data
-// directory, or skips with -short, or without an engine (failing instead
-// under STOCKADE_REQUIRE_ENGINE=1). The toolchain image is built from the host's Go if missing, as
-// inspect itself would.
+// directory (enginetest.Toolchain), with the seed the fixtures'
+// validations use.
 func engine(t *testing.T) (eng *dockerapi.Client, proxy, dataDir string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("engine-backed validations take minutes; skipped with -short")
-	}
-	c := enginetest.Client(t)
-	shared.once.Do(func() {
-		shared.eng = c
-		shared.tmp, shared.err = os.MkdirTemp("", "stockade-validate-")
-		if shared.err != nil {
-			return
-		}
-		shared.proxy = filepath.Join(shared.tmp, "proxy")
-		if shared.err = modproxy.Generate(filepath.Join("..", "..", "testdata", "modules"), shared.proxy); shared.err != nil {
-			return
-		}
-		if shared.dataDir, shared.err = testDataDir(); shared.err != nil {
-			return
-		}
+	eng, proxy, dataDir = enginetest.Toolchain(t, filepath.Join("..", "..", "testdata", "modules"))
+	seed.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), seedTimeout)
 		defer cancel()
-		if _, shared.err = image.Build(ctx, c, image.Options{}); shared.err != nil {
-			return
-		}
-		shared.err = prepareSeed(ctx, c, shared.dataDir)
+		seed.err = prepareSeed(ctx, eng, dataDir)
 	})
-	if shared.err != nil {
-		t.Fatalf("preparing the shared engine fixtures: %v", shared.err)
+	if seed.err != nil {
+		t.Fatalf("preparing the build-cache seed: %v", seed.err)
 	}
-	return c, shared.proxy, shared.dataDir
+	return eng, proxy, dataDir
 }
 
-// seedTimeout bounds the shared setup, which builds the build-cache seed
-// when the data directory does not hold it yet: minutes on a busy machine.
+// seedTimeout bounds building the build-cache seed when the data
+// directory does not hold it yet: minutes on a busy machine.
 const seedTimeout = 30 * time.Minute
 
 // prepareSeed builds the seed the fixtures' validations will use, with its
@@ -142,12 +111,12 @@ func prepareSeed(ctx context.Context, eng *dockerapi.Client, dataDir string) err
 		return err
 	}
 	log := slog.New(slog.DiscardHandler)
-	ic, err := pickImage(ctx, eng, ImageRequest{Table: imagetable.Default(), Directive: "1.24"}, log)
+	img, _, err := workflow.SelectImage(ctx, eng, workflow.ImageRequest{Table: imagetable.Default(), Directive: "1.24"}, log)
 	if err != nil {
 		return err
 	}
 	_, err = cacheseed.Ensure(ctx, eng, cacheseed.Config{
-		DataDir: dir, Image: ic.img.ID, GoVersion: ic.img.GoVersion, Settings: seedSettings, Owner: "validate-test",
+		DataDir: dir, Image: img.ID, GoVersion: img.GoVersion, Settings: validate.SeedSettings, Owner: "validate-test",
 	})
 	if errors.Is(err, cacheseed.ErrUnsupported) {
 		return nil
@@ -190,7 +159,7 @@ func goldenCompare(t *testing.T, name string, r *report.Report) {
 
 // noEngine fails the test on any engine call: refusals must not need one.
 type noEngine struct {
-	Engine // nil: every call panics
+	workflow.Engine // nil: every call panics
 }
 
 func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
@@ -208,7 +177,7 @@ func TestInspect_RefusalsNeedNoContainer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, DataDir: t.TempDir()})
+			rep, err := Inspect(context.Background(), noEngine{}, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir()}})
 			if err != nil {
 				t.Fatalf("Inspect = %v; want a refusal report", err)
 			}
@@ -245,7 +214,7 @@ func TestInspect_MalformedGoModFails(t *testing.T) {
 	if out, err := host.CombinedOutput(); err == nil {
 		t.Fatalf("go list on the host passed on the malformed go.mod:\n%s", out)
 	}
-	rep, err := Inspect(context.Background(), noEngine{}, InspectOptions{Dir: dir, DataDir: t.TempDir()})
+	rep, err := Inspect(context.Background(), noEngine{}, Options{Options: workflow.Options{Dir: dir, DataDir: t.TempDir()}})
 	if err != nil {
 		t.Fatalf("Inspect = %v; want a report", err)
 	}
@@ -310,24 +279,24 @@ var fixtures = []fixture{
 		}
 	}},
 	{repo: "failing-test", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusFail, "")
 	}},
 	{repo: "build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckBuild, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckBuild, report.StatusFail, "")
 	}},
 	{repo: "vet-finding", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckBuild, report.StatusPass, "")
-		checkStatus(t, r, CheckVet, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckVet, report.StatusFail, "")
 	}},
 	{repo: "test-build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckBuild, report.StatusPass, "")
-		checkStatus(t, r, CheckTest, report.StatusFail, "")
+		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusFail, "")
 	}},
 	{repo: "hang", timeout: hangTimeout, verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusInconclusive, "timed out")
+		checkStatus(t, r, validate.CheckTest, report.StatusInconclusive, "timed out")
 	}},
 	{repo: "big-output", verdict: report.Inconclusive, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusInconclusive, "truncated")
+		checkStatus(t, r, validate.CheckTest, report.StatusInconclusive, "truncated")
 	}},
 	// go.mod has a requirement and no go line: the go command adds one to
 	// download the requirement, as at home. Acquisition does that on a
@@ -338,7 +307,7 @@ var fixtures = []fixture{
 			!strings.Contains(r.Source.Updated.Reason, "go: updating go.mod: open /src/go.mod: permission denied") {
 			t.Errorf("source %+v; want go.mod named as updated, with the go command's message", r.Source)
 		}
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 		if b, _ := os.ReadFile(filepath.Join(repos, "no-go-line", "go.mod")); strings.Contains(string(b), "\ngo ") {
 			t.Errorf("the user's go.mod changed:\n%s", b)
 		}
@@ -352,13 +321,13 @@ var fixtures = []fixture{
 		if r.Source == nil || r.Source.Updated == nil || !slices.Equal(r.Source.Updated.Files, []string{"go.sum"}) {
 			t.Errorf("source %+v; want go.sum named as updated", r.Source)
 		}
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 	}},
 	// Its test writes beside itself, as at home: the validation's
 	// throwaway working tree lets it, and the user's directory is
 	// untouched.
 	{repo: "writes-tree", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 		for _, name := range []string{"out.log", "link.txt"} {
 			if _, err := os.Lstat(filepath.Join(repos, "writes-tree", name)); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s appeared in the user's directory: %v", name, err)
@@ -372,9 +341,9 @@ var fixtures = []fixture{
 	// (httptest, localhost, ::1, 0.0.0.0): execute has no network, but
 	// loopback works as on the host.
 	{repo: "loopback", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
-		checkStatus(t, r, CheckTest, report.StatusPass, "")
+		checkStatus(t, r, validate.CheckTest, report.StatusPass, "")
 		for _, c := range r.Checks {
-			if c.Name == CheckTest && (c.Tests == nil || c.Tests.Passed != 4) {
+			if c.Name == validate.CheckTest && (c.Tests == nil || c.Tests.Passed != 4) {
 				t.Errorf("tests %+v; want the four loopback tests passed", c.Tests)
 			}
 		}
@@ -390,7 +359,7 @@ var fixtures = []fixture{
 			}
 		}
 		slices.Sort(kinds)
-		if want := []string{"TestDockerDaemon " + KindNeedsHostService, "TestPostgres " + KindNeedsHostService}; !slices.Equal(kinds, want) {
+		if want := []string{"TestDockerDaemon " + validate.KindNeedsHostService, "TestPostgres " + validate.KindNeedsHostService}; !slices.Equal(kinds, want) {
 			t.Errorf("findings %q; want %q", kinds, want)
 		}
 	}},
@@ -441,10 +410,9 @@ func TestInspect_Fixtures(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 			defer cancel()
 			start := time.Now()
-			rep, err := Inspect(ctx, eng, InspectOptions{
-				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: timeout,
-				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-			})
+			rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: timeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+			}})
 			if err != nil {
 				t.Fatalf("Inspect(%s) = %v", fx.repo, err)
 			}
@@ -490,10 +458,9 @@ func TestInspect_OneAcquireContainer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
 	defer cancel()
 	c := &creates{Client: eng}
-	rep, err := Inspect(ctx, c, InspectOptions{
-		Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
-		LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-	})
+	rep, err := Inspect(ctx, c, Options{Options: workflow.Options{
+		Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,10 +521,9 @@ func TestInspect_CommittedTreeOrWorktree(t *testing.T) {
 		{true, "worktree", report.Failing},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
-		rep, err := Inspect(ctx, eng, InspectOptions{
-			Dir: dir, Worktree: tc.worktree, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
-			LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-		})
+		rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+			Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+		}, Worktree: tc.worktree})
 		cancel()
 		if err != nil {
 			t.Fatalf("Inspect(worktree=%v) = %v", tc.worktree, err)
@@ -651,10 +617,9 @@ func TestInspect_Monorepo(t *testing.T) {
 		{true, "worktree", report.Failing},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), fixtureTimeout+5*time.Minute)
-		rep, err := Inspect(ctx, eng, InspectOptions{
-			Dir: svc, Worktree: tc.worktree, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout,
-			LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
-		})
+		rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+			Dir: svc, FixtureProxy: proxy, DataDir: dataDir, Timeout: fixtureTimeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+		}, Worktree: tc.worktree})
 		cancel()
 		if err != nil {
 			t.Fatalf("Inspect(worktree=%v) = %v", tc.worktree, err)

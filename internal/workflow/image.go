@@ -1,4 +1,4 @@
-package validate
+package workflow
 
 import (
 	"context"
@@ -26,19 +26,12 @@ type ImageEngine interface {
 
 // ErrNoImage reports that the toolchain image a run needs is not there and
 // cannot be made: an -image the engine lacks, or a build that failed.
-var ErrNoImage = errors.New("validate: no toolchain image available")
+var ErrNoImage = errors.New("workflow: no toolchain image available")
 
 // ErrBadImageRef reports an explicit image that is neither an image ID
 // ("sha256:" and 64 hex digits) nor a registry reference pinned by digest
 // (name@sha256:...).
-var ErrBadImageRef = errors.New("validate: -image must be an image ID or a reference pinned by digest (name@sha256:...)")
-
-// imageChoice is the image a run uses and what inspect did to get it.
-type imageChoice struct {
-	img   report.Image
-	notes []string // what inspect did or assumed on the way
-	note  string   // notes joined, for callers that take one
-}
+var ErrBadImageRef = errors.New("workflow: -image must be an image ID or a reference pinned by digest (name@sha256:...)")
 
 // ImageRequest says which toolchain image a run needs. Inspect and
 // maintain fill it from go.mod and the same flags, so both pick the same
@@ -67,20 +60,24 @@ type ImageRequest struct {
 	AptPackages []string
 }
 
-// pickImage returns the image for req: the explicit image, or the one
+// SelectImage returns the image for req: the explicit image, or the one
 // imagetable.SelectFor chooses among the images Stockade built that the
 // engine has, the host's Go and the module proxy's releases. An image that
 // is not there yet is built (the host's Go, or a release fetched from the
-// module proxy) and noted. A module newer than every available release is
-// a *imagetable.TooNewError naming the command that builds its image. It
-// never pulls, but for an explicit image with req.Pull.
-func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (imageChoice, error) {
+// module proxy) and noted: note, when not empty, says what was done or
+// assumed on the way. A module newer than every available release is a
+// *imagetable.TooNewError naming the command that builds its image. It
+// never pulls, but for an explicit image with req.Pull. log nil discards.
+func SelectImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (img report.Image, note string, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if req.Image != "" {
 		return explicitImage(ctx, eng, req, log)
 	}
 	table := req.Table
 	if table == nil {
-		table = Releases(ctx, req.DataDir)
+		table = releases(ctx, req.DataDir)
 	} else {
 		table, _ = withHostGo(ctx, table, log)
 	}
@@ -88,15 +85,15 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	// package set: one built from an older list is passed over (and a new
 	// one built), as it may lack what the list now carries.
 	if len(req.AptPackages) > 0 && !req.Cgo {
-		return imageChoice{}, fmt.Errorf("%w: Debian packages need the C toolchain (cgo)", image.ErrAptPackage)
+		return report.Image{}, "", fmt.Errorf("%w: Debian packages need the C toolchain (cgo)", image.ErrAptPackage)
 	}
 	apt, err := image.ResolvePackages(ctx, req.AptPackages)
 	if err != nil {
-		return imageChoice{}, err
+		return report.Image{}, "", err
 	}
 	set, err := image.WithPackages(apt)
 	if err != nil {
-		return imageChoice{}, err
+		return report.Image{}, "", err
 	}
 	cset := image.CPackagesDigest(set)
 	tags := map[string][]string{}
@@ -108,8 +105,9 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 		}
 		var locals []imagetable.Local
 		for _, in := range infos {
-			// An image without a shell (no busybox) cannot run inspect's
-			// steps; one built that way is passed over, and a new one built.
+			// An image without a shell (no busybox) cannot run the
+			// workflows' steps; one built that way is passed over, and a
+			// new one built.
 			if in.GoVersion != "" && in.Busybox != "" && (in.CToolchain != "") == req.Cgo && (!req.Cgo || in.CPackages == cset) {
 				locals = append(locals, imagetable.Local{ID: in.ID, Go: in.GoVersion})
 				tags[in.ID] = in.Tags
@@ -119,25 +117,26 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 	}
 	c, err := choose()
 	if err != nil {
-		return imageChoice{}, err
+		return report.Image{}, "", err
 	}
-	var ic imageChoice
+	var notes []string // what was done or assumed on the way
 	var cacheDir string
+	built := false
 	if !c.Local {
 		// Always a cache: besides a release and the C toolchain, a host
 		// without a static busybox has Debian's fetched into it.
 		if cacheDir, err = ToolchainCache(req.DataDir); err != nil {
-			return imageChoice{}, err
+			return report.Image{}, "", err
 		}
 		// Builds on one data directory take turns (LockImageBuilds): a
 		// run that waited finds the image the other built.
 		lock, err := LockImageBuilds(ctx, cacheDir)
 		if err != nil {
-			return imageChoice{}, err
+			return report.Image{}, "", err
 		}
 		defer lock.Unlock()
 		if c, err = choose(); err != nil {
-			return imageChoice{}, err
+			return report.Image{}, "", err
 		}
 	}
 	if !c.Local {
@@ -149,24 +148,23 @@ func pickImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog
 		}
 		res, err := image.Build(ctx, eng, opts)
 		if err != nil {
-			return imageChoice{}, fmt.Errorf("%w for go %s: building it from %s failed: %w", ErrNoImage, c.Want, from, err)
+			return report.Image{}, "", fmt.Errorf("%w for go %s: building it from %s failed: %w", ErrNoImage, c.Want, from, err)
 		}
 		if res.GoVersion != "go"+c.Go {
-			return imageChoice{}, fmt.Errorf("%w for go %s: the build from %s holds %s", ErrNoImage, c.Want, from, res.GoVersion)
+			return report.Image{}, "", fmt.Errorf("%w for go %s: the build from %s holds %s", ErrNoImage, c.Want, from, res.GoVersion)
 		}
 		c.Image, tags[res.ID] = res.ID, res.Tags
-		ic.img.Built = true
-		ic.notes = append(ic.notes, fmt.Sprintf("no toolchain image for go %s was present; built %s from %s", c.Want, firstTag(res.Tags, res.ID), from))
+		built = true
+		notes = append(notes, fmt.Sprintf("no toolchain image for go %s was present; built %s from %s", c.Want, firstTag(res.Tags, res.ID), from))
 	}
-	ic.img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: ic.img.Built, CToolchain: req.Cgo}
+	img = report.Image{Ref: firstTag(tags[c.Image], c.Image), ID: c.Image, GoVersion: "go" + c.Go, Minor: c.Minor, Local: true, StandIn: c.StoodIn, Built: built, CToolchain: req.Cgo}
 	for _, p := range apt {
-		ic.img.AptPackages = append(ic.img.AptPackages, p.String())
+		img.AptPackages = append(img.AptPackages, p.String())
 	}
 	if c.StoodIn {
-		ic.notes = append(ic.notes, standInNote(c))
+		notes = append(notes, standInNote(c))
 	}
-	ic.note = strings.Join(ic.notes, "; ")
-	return ic, nil
+	return img, strings.Join(notes, "; "), nil
 }
 
 // standInNote says that a newer Go validated the module, what that may
@@ -201,13 +199,13 @@ func withHostGo(ctx context.Context, table *imagetable.Table, log *slog.Logger) 
 	return t, nil
 }
 
-// Releases returns the Go releases inspect can use without any image
+// releases returns the Go releases a workflow can use without any image
 // present: the module proxy's (imagetable.Default()), those already
 // fetched into dataDir's toolchain cache (by `stockade image build -go`;
 // empty dataDir means DefaultDataDir()), and the host's Go. The layout
 // check refuses a module newer than all of them. It reads and creates
 // nothing but what exists.
-func Releases(ctx context.Context, dataDir string) *imagetable.Table {
+func releases(ctx context.Context, dataDir string) *imagetable.Table {
 	t := imagetable.Default()
 	if dataDir == "" {
 		dataDir, _ = DefaultDataDir()
@@ -229,20 +227,20 @@ var imageIDRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 // the engine lacks it and req.Pull is set. Its Go version comes from
 // Stockade's label or, for golang images, GOLANG_VERSION; it must satisfy
 // the module as a chosen image would.
-func explicitImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (imageChoice, error) {
+func explicitImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *slog.Logger) (report.Image, string, error) {
 	ref := req.Image
 	isID := imageIDRE.MatchString(ref)
 	if !isID && !imagetable.IsPinnedRef(ref) {
-		return imageChoice{}, fmt.Errorf("%w: %q", ErrBadImageRef, ref)
+		return report.Image{}, "", fmt.Errorf("%w: %q", ErrBadImageRef, ref)
 	}
-	var ic imageChoice
+	var notes []string // what was done or assumed on the way
 	im, err := eng.ImageInspect(ctx, ref)
 	if errors.Is(err, dockerapi.ErrNotFound) && !isID && req.Pull {
 		log.Info("pulling", "image", ref)
 		if err := eng.ImagePull(ctx, ref); err != nil {
-			return imageChoice{}, fmt.Errorf("validate: pull %s: %w", ref, err)
+			return report.Image{}, "", fmt.Errorf("workflow: pull %s: %w", ref, err)
 		}
-		ic.notes = append(ic.notes, "pulled "+ref)
+		notes = append(notes, "pulled "+ref)
 		im, err = eng.ImageInspect(ctx, ref)
 	}
 	if errors.Is(err, dockerapi.ErrNotFound) {
@@ -250,26 +248,25 @@ func explicitImage(ctx context.Context, eng ImageEngine, req ImageRequest, log *
 		if !isID {
 			hint = " (-pull pulls it)"
 		}
-		return imageChoice{}, fmt.Errorf("%w: the engine has no image %s%s", ErrNoImage, ref, hint)
+		return report.Image{}, "", fmt.Errorf("%w: the engine has no image %s%s", ErrNoImage, ref, hint)
 	}
 	if err != nil {
-		return imageChoice{}, fmt.Errorf("validate: inspect %s: %w", ref, err)
+		return report.Image{}, "", fmt.Errorf("workflow: inspect %s: %w", ref, err)
 	}
 	goV := imageGoVersion(im)
 	if goV == "" {
-		return imageChoice{}, fmt.Errorf("%w: cannot tell the Go release in %s: no %s label, no GOLANG_VERSION", ErrNoImage, ref, image.LabelGoVersion)
+		return report.Image{}, "", fmt.Errorf("%w: cannot tell the Go release in %s: no %s label, no GOLANG_VERSION", ErrNoImage, ref, image.LabelGoVersion)
 	}
 	c, err := (&imagetable.Table{}).SelectFor(req.Directive, req.Toolchain, []imagetable.Local{{ID: im.ID, Go: goV}})
 	if err != nil {
-		return imageChoice{}, err
+		return report.Image{}, "", err
 	}
-	ic.img = report.Image{Ref: ref, ID: im.ID, GoVersion: "go" + c.Go, Minor: c.Minor, Local: im.Config.Labels[image.LabelGoVersion] != "", StandIn: c.StoodIn,
+	img := report.Image{Ref: ref, ID: im.ID, GoVersion: "go" + c.Go, Minor: c.Minor, Local: im.Config.Labels[image.LabelGoVersion] != "", StandIn: c.StoodIn,
 		CToolchain: im.Config.Labels[image.LabelCToolchain] != "" || !hasEnv(im.Config.Env, "CGO_ENABLED=0")}
 	if c.StoodIn {
-		ic.notes = append(ic.notes, standInNote(c))
+		notes = append(notes, standInNote(c))
 	}
-	ic.note = strings.Join(ic.notes, "; ")
-	return ic, nil
+	return img, strings.Join(notes, "; "), nil
 }
 
 // imageGoVersion returns the Go release an image holds, such as "1.24.3",
@@ -310,18 +307,16 @@ func firstTag(tags []string, id string) string {
 // Unlock releases it (the kernel does, if the process dies).
 func LockImageBuilds(ctx context.Context, cacheDir string) (*toolchain.Lock, error) {
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
-		return nil, fmt.Errorf("validate: %w", err)
+		return nil, fmt.Errorf("workflow: %w", err)
 	}
-	lock, err := toolchain.LockDataDir(ctx, cacheDir, imageLockWait, "image-build", nil)
+	// The wait for another run's build: a build takes minutes, ImageBudget
+	// bounds each.
+	lock, err := toolchain.LockDataDir(ctx, cacheDir, 2*ImageBudget.D, "image-build", nil)
 	if err != nil {
-		return nil, fmt.Errorf("validate: waiting for another run's image build: %w", err)
+		return nil, fmt.Errorf("workflow: waiting for another run's image build: %w", err)
 	}
 	return lock, nil
 }
-
-// imageLockWait bounds the wait for another run's image build: a build
-// takes minutes (imageBudget bounds each).
-const imageLockWait = 2 * imageBudget
 
 // ToolchainCache returns the directory where image builds keep what they
 // fetch (image.Options.CacheDir: Go releases from the module proxy, Debian
@@ -330,16 +325,15 @@ const imageLockWait = 2 * imageBudget
 // (toolchain.PrepareDataDir), so a foreign directory is refused before
 // anything is written into it.
 func ToolchainCache(dataDir string) (string, error) {
-	var dir string
-	var err error
-	if dataDir == "" {
-		if dataDir, err = DefaultDataDir(); err != nil {
-			return "", err
-		}
-		dir, err = toolchain.PrepareDefaultDataDir(dataDir)
-	} else {
-		dir, err = toolchain.PrepareDataDir(dataDir)
+	dataDir, isDefault, err := DataDir(dataDir)
+	if err != nil {
+		return "", err
 	}
+	prepare := toolchain.PrepareDataDir
+	if isDefault {
+		prepare = toolchain.PrepareDefaultDataDir
+	}
+	dir, err := prepare(dataDir)
 	if err != nil {
 		return "", err
 	}

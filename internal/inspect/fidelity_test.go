@@ -1,4 +1,4 @@
-package validate
+package inspect
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/report"
+	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // FidelityEnv turns TestFidelity on: it downloads and validates
@@ -85,10 +87,9 @@ func TestFidelity(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
 			start := time.Now()
-			rep, err := Inspect(ctx, eng, InspectOptions{
-				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: 20 * time.Minute,
-				LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t), Cgo: true,
-			})
+			rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
+				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: 20 * time.Minute, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t), Cgo: true,
+			}})
 			if err != nil {
 				t.Fatalf("Inspect(%s) = %v", c.mod, err)
 			}
@@ -99,7 +100,7 @@ func TestFidelity(t *testing.T) {
 			var hostCol, boxCol []string
 			agree := true
 			kinds := map[string]bool{}
-			for _, name := range []string{CheckBuild, CheckVet, CheckTest} {
+			for _, name := range []string{validate.CheckBuild, validate.CheckVet, validate.CheckTest} {
 				box := report.Status("-")
 				for _, ch := range rep.Checks {
 					if ch.Name == name {
