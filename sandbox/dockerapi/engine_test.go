@@ -336,6 +336,7 @@ touch /hostro/x 2>/dev/null && echo bind-writable || echo bind-readonly
 ls /sys/class/net
 while read k v; do case $k in CapEff:|CapBnd:|NoNewPrivs:) echo $k $v;; esac; done < /proc/self/status
 case "$(cat /proc/1/cmdline)" in *init*) echo init;; *) echo no-init;; esac
+sleep 1 # the engine logs each stream as it reads it: the last line last
 echo to-stderr >&2`
 	cfg := locked(owner, "sh", "-c", script)
 	cfg.Labels = labels(owner, "io.stockade.test", "hardened")
