@@ -35,26 +35,11 @@
 //
 // # Exec
 //
-// Exec runs ExecRequest.Command with /bin/sh -c in the workdir, as the
-// sandbox user. A command longer than MaxCommandBytes is
-// ErrCommandTooLarge; one the sandbox could not start (its pids limit
-// reached by its own processes) is ErrCommandNotStarted; one whose sandbox
-// was reaped or stopped under it is ErrNotFound: none of them an exit
-// code. Each of stdout and stderr keeps at most MaxOutputBytes; the
-// rest is read and discarded (so the command never blocks on a full pipe)
-// and Truncated says so. At Timeout, or when ctx ends, the backend kills the
-// whole process tree the command started, including children that
-// double-fork or setsid away, and the sandbox stays usable. A command killed
-// by the kernel for exceeding the memory limit has ExitCode 137 and Stderr
-// ending with the line "stockade: killed: out of memory"; the result has no
-// separate field for it, so callers match that line. The verdict is the
-// backend's, from the sandbox's memory cgroup after the command ended,
-// never from what the command printed: a command's own copy of the line at
-// the end of its stderr is removed. Whether background
-// processes a command leaves behind outlive its normal end is up to the
-// engine (under Docker they ended with the exec in our runs); callers must
-// not rely on either.
-// While they live they count against the pids and memory limits.
+// Exec runs a command with /bin/sh -c as the sandbox user. What the command
+// did (exit code, output up to MaxOutputBytes per stream with Truncated, a
+// timeout that kills its whole process tree, the out-of-memory verdict) is
+// data in the ExecResult; an error means the backend failed. The method's
+// documentation gives the detail.
 //
 // # Files
 //
@@ -77,23 +62,10 @@
 // # What a session can influence
 //
 // Every byte that comes out of a sandbox through a stream the session's
-// processes can reach is the session's to choose: a command's stdout and
-// stderr (its own, and, through /proc, any other process's of its uid),
-// the content of any file read (a file of the image included: the session
-// can race the read), the fault lines of the backend's scripts, and the
-// content of the members of an export. What the caller can rely on is what
-// the backend decides itself or takes from the engine: the exit code (the
-// wrapper's status, as the engine reports it), TimedOut and Truncated
-// (the host's timer and byte counts), the out-of-memory verdict (the
-// memory cgroup, read by a check the session cannot write into; under
-// Kubernetes it runs as the session's user, which can still spoil it for
-// its own commands by tracing or signalling it), a read's
-// size (a body of another size is an error), and the shape of an export:
-// every archive is checked on the host before it is handed over
-// (CheckArchive: names inside the export's directory, no special members,
-// links that stay inside, sizes that match), and a forged one is
-// ErrBadArchive. A platform that extracts an export still extracts files
-// the session chose, under that one directory.
+// processes can reach (a command's output, a file's content, an export's
+// members) is the session's to choose; the exit code, TimedOut, Truncated,
+// the out-of-memory verdict, a read's size and the shape of an export are
+// the backend's. docs/design/session-output.md gives the reasoning.
 package sandbox
 
 import (
@@ -148,9 +120,27 @@ type Provider interface {
 type Sandbox interface {
 	// ID returns the backend's identifier of the sandbox (the container ID).
 	ID() string
-	// Exec runs a command; see the package documentation. What the command
-	// did is the ExecResult; an error means the backend failed or ctx ended
-	// (the command is killed either way).
+	// Exec runs ExecRequest.Command with /bin/sh -c in the workdir, as the
+	// sandbox user. What the command did is the ExecResult; an error means
+	// the backend failed or ctx ended (the command is killed either way). A command longer than MaxCommandBytes is
+	// ErrCommandTooLarge; one the sandbox could not start (its pids limit
+	// reached by its own processes) is ErrCommandNotStarted; one whose sandbox
+	// was reaped or stopped under it is ErrNotFound: none of them an exit
+	// code. Each of stdout and stderr keeps at most MaxOutputBytes; the
+	// rest is read and discarded (so the command never blocks on a full pipe)
+	// and Truncated says so. At Timeout, or when ctx ends, the backend kills the
+	// whole process tree the command started, including children that
+	// double-fork or setsid away, and the sandbox stays usable. A command killed
+	// by the kernel for exceeding the memory limit has ExitCode 137 and Stderr
+	// ending with the line "stockade: killed: out of memory"; the result has no
+	// separate field for it, so callers match that line. The verdict is the
+	// backend's, from the sandbox's memory cgroup after the command ended,
+	// never from what the command printed: a command's own copy of the line at
+	// the end of its stderr is removed. Whether background
+	// processes a command leaves behind outlive its normal end is up to the
+	// engine (under Docker they ended with the exec in our runs); callers must
+	// not rely on either. While they live they count against the pids and
+	// memory limits.
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	// ReadFile returns the content of the regular file at path, at most
 	// MaxFileBytes (else ErrFileTooLarge). A directory is ErrIsDirectory, a

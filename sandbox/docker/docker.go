@@ -1,183 +1,39 @@
-// Package docker is the sandbox backend for a Docker Engine: each session's
-// sandbox is one container, built through internal/container (the one
-// hardening code path Stockade has), with a size-bounded named volume for
-// each of sandbox.WritablePaths under its read-only root, and a keeper
-// container that holds those volumes.
+// Package docker is the sandbox backend for a Docker Engine (and Podman,
+// through its Docker-compatible API): each session's sandbox is one
+// container, built through internal/container (the one hardening code path
+// Stockade has), with a size-bounded named volume for each of
+// sandbox.WritablePaths under its read-only root, and a keeper container
+// that holds those volumes.
 //
-// # Naming and ownership
+// In short (docs/design/docker.md has the detail):
 //
-// The container of session S for owner O is named
-// "stockade-s-" + 8 hex digits of sha256(O) + "-" + S, its volumes add
-// "-v0", "-v1", …, and its keeper is "stockade-k-" + the same hash + "-" + S;
-// all carry the labels of internal/label: Managed, Owner, Kind=session,
-// Session, and (on the container) Spec, a digest of the image, workdir,
-// networking and storage bound. A deterministic name is what makes
-// Provision idempotent and concurrency-safe across processes: the engine
-// lets one create win and the others adopt it after checking its labels. A
-// container with that name but without our labels is never adopted. A
-// Provision whose create fails removes only what it created itself (its
-// volumes carry a token of the call), never what a concurrent Provision in
-// another process made. Owned lists every session with a container or a
-// volume, so what a crash left between the two is reaped too.
-//
-// # Storage
-//
-// Each writable place is a tmpfs-typed local volume of a fixed size, the
-// one bound on writes this engine enforces, owned by the sandbox user
-// (volumeOptions): Hardening.EphemeralStorageBytes
-// split evenly across the places. The pages live in memory and count
-// against the memory limit of the writer's container, so the bound is at
-// most half the memory limit (more is refused), and when zero the smaller
-// of sandbox.DefaultEphemeralStorageBytes and that half: with the places
-// full, the sandbox's processes still have the other half. A write past a
-// place's share fails with ENOSPC; the sandbox stays usable. The engine unmounts, and so empties, such a
-// volume when no running container uses it; the keeper, a sleeping
-// container without network that mounts the volumes read-only, keeps them
-// mounted while the sandbox is stopped or restarted. An engine restart
-// still empties them. The bound is part of the Spec digest: a Provision
-// asking another bound of an existing sandbox is sandbox.ErrSpecMismatch.
-//
-// # Network
-//
-// NetUnrestricted sandboxes of an owner share one bridge network,
-// "stockade-net-" + O, on which inter-container traffic is disabled: they
-// reach the outside and the host's addresses (through the gateway), but
-// not each other. Its subnet is a /24 of Config.SubnetPool, chosen by the
-// network's creator (the engine's own pools run out at about 30 networks).
-// It is created on first need (a create that loses the race uses the
-// winner's network after checking its labels and settings) and removed by
-// the Reap or Destroy that leaves the owner without session containers, or
-// by an Owned that finds none (what a crash may leave). An engine that
-// does not keep inter-container traffic disabled on the network (Podman 4)
-// cannot isolate such sandboxes from each other: there Provision refuses
-// NetUnrestricted with sandbox.ErrNetworkingUnsupported.
-//
-// A NetLimited sandbox sits on an internal network of its own with its
-// egress gate, whose only way out is Config.GateNetwork; see gate.go and
-// docs/SECURITY.md. Engines that cannot keep that network from the host
-// (Podman) refuse NetLimited with sandbox.ErrNetworkingUnsupported.
-//
-// # How commands run and die
-//
-// The engine has no way to kill an exec. Every Exec therefore runs a small
-// wrapper (a /bin/sh whose argv carries a random marker) that runs the
-// command as a child. At the timeout, or when ctx ends, a second exec (the
-// killer, a script that forks nothing, so it runs even at the pids limit's
-// edge) finds the wrapper by its marker among the exec roots (a process
-// that copies the marker into its own argv is not one), and repeatedly
-// stops and kills:
-// every process descending from the wrapper, and every process reparented to
-// PID 1 whose orphaned ancestor started after the wrapper did. The second
-// rule catches children that double-fork and setsid away, even if they
-// clear their environment or close every descriptor; its cost is that an
-// orphan started in that window by another, concurrent Exec of the same
-// sandbox dies too. If the killer cannot start or cannot finish (a fork
-// bomb holding every pid), or the command's output stream is still open
-// after it (something escaped), the container is killed and started again:
-// its volumes, and so its files, survive; other running commands do not.
-// That restart is the backstop that makes the timeout a guarantee rather
-// than a best effort.
-//
-// The container's PID 1 is docker-init, which reaps orphans, so zombies of
-// killed or finished commands never use up the pids limit.
-//
-// # The resident agent
-//
-// Unless Config.NoAgent, every sandbox mounts, read-only at /.stockade, a
-// volume of the owner's holding the agent (cmd/stockade-agent, shipped in
-// the library by internal/programs: no Go toolchain is needed here,
-// and no shell in the image to place it), and the backend starts it once
-// per sandbox, as the sandbox user, through an engine exec whose stdin and
-// stdout are its channel. The sandbox user's commands and the backend's
-// scripts go through it: the same wrapper, caps, OOM line, timer and
-// killer as an engine exec (the agent is a transport of container.Exec,
-// the killer still an engine exec, in kill.sh's nested mode), without the
-// create, start and inspect calls. The agent is the session's peer, not
-// trusted (internal/agent's threat model): a command it never said it was
-// starting when it died, hung or broke the protocol runs through the
-// engine instead; one it had started is killed through the engine and
-// reported lost (container.ErrExecLost), as over a broken exec stream; the
-// channel is then dropped, the agent killed through the engine, and
-// another launched in the background after a delay that doubles with each
-// failure in a row (1 s to 1 min). Commands go through the engine while
-// none runs.
-//
-// # Warm pool
-//
-// With Config.Pool (off by default), the provider keeps, for each spec
-// PoolConfig.Specs names (networking none only), PoolConfig.Size sandboxes
-// made ahead: volumes, keeper and a started container with its agent
-// running, exactly what a Provision of that spec would create but for the
-// session, refilled in the background (one member at a time per spec,
-// within PoolConfig.MaxMembers and MemoryBytes) from the provider's first
-// Provision (or WarmPool). Their names are "stockade-p-" + the owner's
-// hash + "-" + a token (keeper "stockade-pk-…", volumes "…-v0", …), their
-// labels the owner's, Kind=session, Role=pool (pool-keeper) and the token
-// (label.Pool), and no Session label: Owned never lists an unclaimed
-// member. A Provision whose resolved container matches a member's but for
-// the session (the same image, workdir, Env, Hardening; see containerKey)
-// claims one by renaming its container to the session's deterministic
-// name; the engine's rename is atomic, so of a claim and a concurrent
-// Provision of the same session one wins the name and the other adopts
-// it, and only the process that made a member hands it out, once. The
-// name is then the record of whose it is: adoption, Attach, Export, Owned
-// and Reap see a container with pool labels under a session's name as that
-// session's, and reach its keeper and volumes by its token; Reap removes
-// them, and Owned what a cut-short Reap left of them. A member is never
-// handed out again after a session had it: Destroy removes it, and the
-// pool makes a fresh one. Close removes the unclaimed members (a refill
-// racing Close removes what it made). Pausing idle members is not done:
-// an idle member already uses no CPU (a sleep, the agent blocked on its
-// channel), the freezer keeps its memory, and an unpause would add an
-// engine call to every claim (about 18 ms here, more than the claim; see
-// docs/PERFORMANCE.md). A member found not running at its claim (killed;
-// an engine restart stops them all) is removed, never handed out, and the
-// pool makes another.
-//
-// # Out of memory
-//
-// A command that ended with status 137 (and did not time out) gets
-// "stockade: killed: out of memory" as its last line of stderr when the
-// memory cgroup's oom_kill count moved since the last kill this provider
-// attributed: one more engine exec, as root (uid 0 without a capability,
-// so no process of the session can signal it or write into its output),
-// whose exit code alone is the answer (container.OOMRecord). The line the
-// wrapper prints from its own reading, or the command from its own, is not
-// trusted. The same check finds a command cut by a Reap or a stop: then
-// the Exec is sandbox.ErrNotFound.
-//
-// # Files
-//
-// Every byte is read and written as the sandbox user, on every path;
-// the engine's archive API, which works as root in the container's root
-// filesystem (so a symlink the session swaps in under it leads to the
-// image's files, or to its layer on the host's disk), is used only to
-// place the agent in a container that never ran, and for Export (below).
-// Reads go through the agent, else sandbox.ReadFileShell in an engine
-// exec. Writes use sandbox.BulkWrite: one exec to check and create parents
-// as the sandbox user, one upload, one exec to rename, so a write of any
-// number of files costs two execs and one upload per writable place
-// touched. The upload is tar(1) run as the sandbox user with the archive
-// on its stdin: through the agent (sandbox.ExtractArgv; archives up to
-// 16 MiB), else through an engine exec with stdin attached
-// (sandbox.ExtractSizedArgv); images need tar and head. With the agent
-// running, the whole write is one request of its own: no engine call at
-// all. Files of WriteFiles are grouped by writable place, in the
-// order the places first appear; order is kept within a place, and the
-// write stops at the first failure.
-//
-// Export reads through the engine's archive GET, which the session cannot
-// write into, and checks the archive all the same (sandbox.CheckArchive).
-//
-// # What Provision checks
-//
-// The sandbox's main process is Stockade's (container.SessionSpec's
-// Entrypoint): an image's ENTRYPOINT and CMD play no part, since commands
-// never go through them. A new sandbox must run once started, and have no
-// mount but its writable places and the agent's: an image VOLUME anywhere
-// else would be a writable place on the engine's disk with no bound, so
-// such an image is sandbox.ErrUnsupportedImage and what the Provision made
-// is removed (a VOLUME at a writable place is covered by its volume).
+//   - Naming: every object's name is deterministic from the owner and the
+//     session ("stockade-s-" + 8 hex digits of sha256(owner) + "-" + ID for
+//     the container), and carries the labels of internal/label, so
+//     Provision is idempotent across processes (one create wins, the others
+//     adopt it after checking its labels) and nothing without our labels is
+//     ever adopted or removed.
+//   - Storage: each writable place is a tmpfs-typed volume of a fixed size
+//     (a share of Hardening.EphemeralStorageBytes, at most half the memory
+//     limit); a write past it is ENOSPC.
+//   - Network: NetNone has loopback only; NetUnrestricted sessions share an
+//     owner's bridge without inter-container traffic; NetLimited sessions
+//     sit on an internal network of their own with their egress gate
+//     (gate.go, docs/design/gate.md). Engines that cannot keep those
+//     guarantees refuse with sandbox.ErrNetworkingUnsupported.
+//   - Commands run in a wrapper; at the timeout a killer exec ends the whole
+//     tree, and the container's restart is the backstop
+//     (docs/design/killer.md). Unless Config.NoAgent, a resident agent
+//     (internal/agent) runs them without engine calls.
+//   - The out-of-memory verdict comes from the memory cgroup, read by a check
+//     the session cannot write into, never from what the command printed.
+//   - Every file byte is read and written as the sandbox user; Export reads
+//     through the engine's archive API and is checked on the host
+//     (sandbox.CheckArchive).
+//   - With Config.Pool, a warm pool of NetNone sandboxes is claimed by an
+//     atomic rename (docs/design/warm-pool.md).
+//   - Provision refuses an image with a VOLUME outside the writable places
+//     (sandbox.ErrUnsupportedImage) and replaces its ENTRYPOINT.
 package docker
 
 import (
