@@ -188,6 +188,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -440,17 +441,6 @@ type resolved struct {
 	minter       sandbox.GateTokenMinter
 }
 
-// specDigest digests what must match for Provision to adopt a sandbox: the
-// image, workdir, networking (and the network it means) and the storage
-// bound of each writable root.
-func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64) string {
-	return sandbox.SpecDigest(image, workdir, n, network, rootBytes)
-}
-
-// storageBound is sandbox.StorageBound: this backend keeps the writable
-// places in memory (tmpfs volumes).
-func storageBound(h sandbox.Hardening) (int64, error) { return sandbox.StorageBound(h) }
-
 // volumeOptions are the local driver's options for a writable root's
 // volume holding at most size bytes, for a sandbox of user uid. The mode
 // is what the sandbox user needs (0777, /tmp 01777), and the owner is the
@@ -510,20 +500,13 @@ const tmpfsPageBytes = 4096
 var dockerDefaultCaps = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
 	"NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
 
-// resolve validates spec and computes the container spec; nothing has
-// touched the engine yet.
+// resolve validates spec (sandbox.Resolve, then the networking this backend
+// gives) and computes the container spec; nothing has touched the engine
+// yet.
 func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, error) {
-	if err := spec.SessionID.Validate(); err != nil {
+	c, err := sandbox.Resolve(spec)
+	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if spec.Image == "" {
-		return nil, fmt.Errorf("docker: spec has no image")
-	}
-	if err := spec.Networking.Validate(); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if spec.Gate != nil && spec.Networking.Mode() != domain.NetLimited {
-		return nil, fmt.Errorf("docker: a Gate is only meaningful with networking %q, not %q", domain.NetLimited, spec.Networking.Mode())
 	}
 	var network string
 	switch spec.Networking.Mode() {
@@ -540,81 +523,37 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		}
 		network = p.gateNetName(spec.SessionID)
 	}
-	workdir := spec.Workdir
-	if workdir == "" {
-		workdir = sandbox.DefaultWorkdir
-	}
-	if err := sandbox.CheckPath(workdir); err != nil {
-		return nil, fmt.Errorf("docker: workdir: %w", err)
-	}
-	if err := sandbox.ValidateEnv(spec.Env); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	h := spec.Hardening
-	if err := h.Validate(spec.Gate != nil); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if !h.IsZero() && !h.ReadOnlyRootfs {
-		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
-	}
-	uid := int64(container.UID)
-	if h.RunAsUser != nil {
-		uid = *h.RunAsUser
-	}
 	var capAdd []string
-	if drop := h.EffectiveCapDrop(spec.Gate != nil); !slices.Contains(drop, "ALL") {
-		for _, c := range dockerDefaultCaps {
-			if !slices.Contains(drop, c) {
-				capAdd = append(capAdd, c)
+	if !slices.Contains(c.CapDrop, "ALL") {
+		for _, cp := range dockerDefaultCaps {
+			if !slices.Contains(c.CapDrop, cp) {
+				capAdd = append(capAdd, cp)
 			}
 		}
 	}
-	cpu := h.CPUMillis
-	if cpu == 0 {
-		cpu = sandbox.DefaultCPUMillis
-	}
-	lim, err := p.cpus.Clamp(ctx, p.eng, container.Limits{NanoCPUs: cpu * 1_000_000})
+	lim, err := p.cpus.Clamp(ctx, p.eng, container.Limits{NanoCPUs: c.CPUMillis * 1_000_000})
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if lim.NanoCPUs != cpu*1_000_000 {
-		p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", cpu, "nano_cpus", lim.NanoCPUs)
-	}
-	nano := lim.NanoCPUs
-	pids := h.PidsLimit
-	if pids == 0 {
-		pids = sandbox.DefaultPidsLimit
-	}
-	env := make(map[string]string, len(spec.Env)+1)
-	for k, v := range spec.Env {
-		env[k] = v
-	}
-	if _, ok := env["HOME"]; !ok {
-		env["HOME"] = workdir // writable, unlike the image's idea of a home
+	if lim.NanoCPUs != c.CPUMillis*1_000_000 {
+		p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", c.CPUMillis, "nano_cpus", lim.NanoCPUs)
 	}
 	gated := spec.Gate != nil || spec.Networking.Mode() == domain.NetUnrestricted && p.gateAny
 	if gated {
-		for k, v := range egress.ProxyEnv() {
-			env[k] = v // ValidateEnv kept these names out of spec.Env
-		}
+		maps.Copy(c.Env, egress.ProxyEnv()) // ValidateEnv kept these names out of spec.Env
 	}
-	roots := sandbox.WritablePaths(workdir)
-	bound, err := storageBound(h)
-	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	perRoot := bound / int64(len(roots))
-	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
-		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
+	perRoot := c.StorageBytes / int64(len(c.Roots))
+	r := &resolved{spec: spec, workdir: c.Workdir, roots: c.Roots, uid: c.UID, network: network,
+		digest: sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
 		keepWant: p.labels(spec.SessionID)}
-	for _, root := range roots {
-		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, uid))
+	for _, root := range c.Roots {
+		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, c.UID))
 	}
 	name := p.containerName(spec.SessionID)
-	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), uid)
+	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), c.UID)
 	r.cfg.Labels[label.Spec] = r.digest
-	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd = spec.Image, env, workdir, network, capAdd
-	r.cfg.Limits = container.Limits{NanoCPUs: nano, MemoryBytes: h.MemoryBytes, PidsLimit: pids}.Or(r.cfg.Limits)
+	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd = spec.Image, c.Env, c.Workdir, network, capAdd
+	r.cfg.Limits = container.Limits{NanoCPUs: lim.NanoCPUs, MemoryBytes: c.MemoryBytes, PidsLimit: c.PidsLimit}.Or(r.cfg.Limits)
 	r.keeper = container.KeeperSpec(p.owner, string(spec.SessionID))
 	r.keeper.Image = spec.Image
 	for i, root := range r.roots {

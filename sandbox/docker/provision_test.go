@@ -287,23 +287,3 @@ func TestStorageBoundWithinMemory(t *testing.T) {
 		t.Errorf("after the full disk: %+v; want the sandbox usable", res)
 	}
 }
-
-func TestStorageBoundRule(t *testing.T) {
-	for _, tt := range []struct {
-		h    sandbox.Hardening
-		want int64 // -1 for a refusal
-	}{
-		{sandbox.Hardening{}, sandbox.DefaultEphemeralStorageBytes},
-		{sandbox.Hardening{MemoryBytes: 128 << 20}, 64 << 20},
-		{sandbox.Hardening{MemoryBytes: 4 << 30}, sandbox.DefaultEphemeralStorageBytes},
-		{sandbox.Hardening{EphemeralStorageBytes: 8 << 20}, 8 << 20},
-		{sandbox.Hardening{EphemeralStorageBytes: 1 << 30, MemoryBytes: 4 << 30}, 1 << 30},
-		{sandbox.Hardening{EphemeralStorageBytes: 65 << 20, MemoryBytes: 128 << 20}, -1},
-		{sandbox.Hardening{EphemeralStorageBytes: 1 << 30}, -1},
-	} {
-		got, err := storageBound(tt.h)
-		if tt.want < 0 && !errors.Is(err, sandbox.ErrInvalidHardening) || tt.want >= 0 && (err != nil || got != tt.want) {
-			t.Errorf("storageBound(%+v) = %d, %v; want %d (-1: ErrInvalidHardening)", tt.h, got, err, tt.want)
-		}
-	}
-}
