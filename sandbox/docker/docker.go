@@ -204,13 +204,13 @@ import (
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 )
 
 // Budgets of the engine calls that must finish even when the caller's
 // context has ended: each runs on context.WithoutCancel with its own.
 const (
-	removeBudget  = 60 * time.Second // container and volume removal, until gone
-	discardBudget = 30 * time.Second // removing what a failed write left
+	removeBudget = 60 * time.Second // container and volume removal, until gone
 )
 
 // Config configures a Provider. The zero value works: the engine is found as
@@ -335,9 +335,10 @@ type Provider struct {
 	mu   sync.Mutex
 	cpus container.CPUs // the engine's, to clamp limits with
 
-	agent agentState          // the resident agent (agent.go)
-	oom   container.OOMRecord // oom_kill counts attributed, by container ID
-	warm  *warmPool           // Config.Pool (pool.go); nil: none
+	agent    agentState          // the resident agent (agent.go)
+	restarts backend.Restarts    // the backstop restarts of each sandbox
+	oom      container.OOMRecord // oom_kill counts attributed, by container ID
+	warm     *warmPool           // Config.Pool (pool.go); nil: none
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -584,14 +585,7 @@ const maxProvisionAttempts = 40
 
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := p.provision(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	// Only a Provision that succeeded names the revoker Reap uses: a
-	// failed one (another policy, say) must not replace the session's.
-	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
-	return sb, nil
+	return backend.Provision(ctx, spec, &p.revokers, p.provision)
 }
 
 func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -1127,17 +1121,8 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	for _, v := range vs {
 		labels = append(labels, v.Labels)
 	}
-	seen := map[domain.ID]bool{}
-	var out []domain.ID
-	for _, l := range labels {
-		id := domain.ID(l[label.Session])
-		if id.Validate() == nil && !seen[id] && p.ours(l, id) {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	session := func(l map[string]string) domain.ID { return domain.ID(l[label.Session]) }
+	return backend.Owned(labels, session, p.ours), nil
 }
 
 // Reap implements sandbox.Provider.
