@@ -287,3 +287,48 @@ func TestStorageBoundWithinMemory(t *testing.T) {
 		t.Errorf("after the full disk: %+v; want the sandbox usable", res)
 	}
 }
+
+// TestAdoptOrCreate: the loop every deterministically named object goes
+// through ends at the first settled look or create or the first error,
+// creates only what a look found absent, and gives up with errUnsettled
+// after its attempts.
+func TestAdoptOrCreate(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name      string
+		looks     []found // one per attempt; nil: no look
+		creates   []found // one per create
+		createErr error   // the last create's error
+		want      error
+		calls     string // l: look, c: create
+	}{
+		{"found", []found{settled}, nil, nil, nil, "l"},
+		{"created", []found{absent}, []found{settled}, nil, nil, "lc"},
+		{"lost the create, then adopted", []found{absent, settled}, []found{again}, nil, nil, "lcl"},
+		{"not ready, then adopted", []found{again, settled}, nil, nil, nil, "ll"},
+		{"create fails", []found{absent}, []found{absent}, boom, boom, "lc"},
+		{"no look", nil, []found{again, settled}, nil, nil, "cc"},
+		{"never settles", []found{again, again, again}, nil, nil, errUnsettled, "lll"},
+	} {
+		var calls string
+		var look func(int) (found, error)
+		if tt.looks != nil {
+			look = func(attempt int) (found, error) {
+				calls += "l"
+				return tt.looks[attempt], nil
+			}
+		}
+		create := func() (found, error) {
+			calls += "c"
+			f := tt.creates[strings.Count(calls, "c")-1]
+			if strings.Count(calls, "c") == len(tt.creates) {
+				return f, tt.createErr
+			}
+			return f, nil
+		}
+		err := adoptOrCreate(context.Background(), "x", 3, time.Millisecond, look, create)
+		if !errors.Is(err, tt.want) || tt.want == nil && err != nil || calls != tt.calls {
+			t.Errorf("%s: adoptOrCreate = %v after %q; want %v after %q", tt.name, err, calls, tt.want, tt.calls)
+		}
+	}
+}
