@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -98,8 +96,7 @@ type agentSlot struct {
 
 // agentVolumeName is the name of the owner's volume holding bin.
 func (p *Provider) agentVolumeName(bin []byte) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "agent-" + hex.EncodeToString(h[:4]) + "-" + programs.Digest(bin)[:12]
+	return p.objectName("agent", programs.Digest(bin)[:12])
 }
 
 // agentLabels are what the agent's volume and filler carry.

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -59,13 +60,13 @@ import (
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 )
 
 // Budgets of the engine calls that must finish even when the caller's
 // context has ended: each runs on context.WithoutCancel with its own.
 const (
-	removeBudget  = 60 * time.Second // container and volume removal, until gone
-	discardBudget = 30 * time.Second // removing what a failed write left
+	removeBudget = 60 * time.Second // container and volume removal, until gone
 )
 
 // Config configures a Provider. The zero value works: the engine is found as
@@ -190,9 +191,10 @@ type Provider struct {
 	mu   sync.Mutex
 	cpus container.CPUs // the engine's, to clamp limits with
 
-	agent agentState          // the resident agent (agent.go)
-	oom   container.OOMRecord // oom_kill counts attributed, by container ID
-	warm  *warmPool           // Config.Pool (pool.go); nil: none
+	agent    agentState          // the resident agent (agent.go)
+	restarts backend.Restarts    // the backstop restarts of each sandbox
+	oom      container.OOMRecord // oom_kill counts attributed, by container ID
+	warm     *warmPool           // Config.Pool (pool.go); nil: none
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -241,22 +243,33 @@ func New(cfg Config) (*Provider, error) {
 // Owner returns the owner label value the provider uses.
 func (p *Provider) Owner() string { return p.owner }
 
-// containerName is the deterministic name of id's container.
-func (p *Provider) containerName(id domain.ID) string {
+// objectName is the deterministic name of the owner's object of kind for
+// suffix (a session ID, a pool member's token, a digest): NamePrefix, kind,
+// "-", 8 hex digits of sha256 of the owner, "-", suffix. The kinds:
+//
+//	s   a session's container (its volumes add "-v0", "-v1", …)
+//	k   a session's keeper
+//	g   a session's gate
+//	gn  a session's gate network
+//	p   a pool member (volumes as a session's)
+//	pk  a pool member's keeper
+//	agent  the agent's volume, for a digest of the agent
+//
+// Distinct kinds keep the name spaces apart.
+func (p *Provider) objectName(kind, suffix string) string {
 	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "s-" + hex.EncodeToString(h[:4]) + "-" + string(id)
+	return container.NamePrefix + kind + "-" + hex.EncodeToString(h[:4]) + "-" + suffix
 }
+
+// containerName is the deterministic name of id's container.
+func (p *Provider) containerName(id domain.ID) string { return p.objectName("s", string(id)) }
 
 func volumeName(containerName string, i int) string {
 	return containerName + "-v" + strconv.Itoa(i)
 }
 
-// keeperName is the deterministic name of id's keeper container. The "k-"
-// where session containers have "s-" keeps the two name spaces apart.
-func (p *Provider) keeperName(id domain.ID) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "k-" + hex.EncodeToString(h[:4]) + "-" + string(id)
-}
+// keeperName is the deterministic name of id's keeper container.
+func (p *Provider) keeperName(id domain.ID) string { return p.objectName("k", string(id)) }
 
 // labels are what every object of session id carries.
 func (p *Provider) labels(id domain.ID) map[string]string {
@@ -295,17 +308,6 @@ type resolved struct {
 	gateSettings gate.Settings
 	minter       sandbox.GateTokenMinter
 }
-
-// specDigest digests what must match for Provision to adopt a sandbox: the
-// image, workdir, networking (and the network it means) and the storage
-// bound of each writable root.
-func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64) string {
-	return sandbox.SpecDigest(image, workdir, n, network, rootBytes)
-}
-
-// storageBound is sandbox.StorageBound: this backend keeps the writable
-// places in memory (tmpfs volumes).
-func storageBound(h sandbox.Hardening) (int64, error) { return sandbox.StorageBound(h) }
 
 // volumeOptions are the local driver's options for a writable root's
 // volume holding at most size bytes, for a sandbox of user uid. The mode
@@ -366,20 +368,13 @@ const tmpfsPageBytes = 4096
 var dockerDefaultCaps = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
 	"NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
 
-// resolve validates spec and computes the container spec; nothing has
-// touched the engine yet.
+// resolve validates spec (sandbox.Resolve, then the networking this backend
+// gives) and computes the container spec; nothing has touched the engine
+// yet.
 func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, error) {
-	if err := spec.SessionID.Validate(); err != nil {
+	c, err := sandbox.Resolve(spec)
+	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if spec.Image == "" {
-		return nil, fmt.Errorf("docker: spec has no image")
-	}
-	if err := spec.Networking.Validate(); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if spec.Gate != nil && spec.Networking.Mode() != domain.NetLimited {
-		return nil, fmt.Errorf("docker: a Gate is only meaningful with networking %q, not %q", domain.NetLimited, spec.Networking.Mode())
 	}
 	var network string
 	switch spec.Networking.Mode() {
@@ -396,81 +391,37 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		}
 		network = p.gateNetName(spec.SessionID)
 	}
-	workdir := spec.Workdir
-	if workdir == "" {
-		workdir = sandbox.DefaultWorkdir
-	}
-	if err := sandbox.CheckPath(workdir); err != nil {
-		return nil, fmt.Errorf("docker: workdir: %w", err)
-	}
-	if err := sandbox.ValidateEnv(spec.Env); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	h := spec.Hardening
-	if err := h.Validate(spec.Gate != nil); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if !h.IsZero() && !h.ReadOnlyRootfs {
-		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
-	}
-	uid := int64(container.UID)
-	if h.RunAsUser != nil {
-		uid = *h.RunAsUser
-	}
 	var capAdd []string
-	if drop := h.EffectiveCapDrop(spec.Gate != nil); !slices.Contains(drop, "ALL") {
-		for _, c := range dockerDefaultCaps {
-			if !slices.Contains(drop, c) {
-				capAdd = append(capAdd, c)
+	if !slices.Contains(c.CapDrop, "ALL") {
+		for _, cp := range dockerDefaultCaps {
+			if !slices.Contains(c.CapDrop, cp) {
+				capAdd = append(capAdd, cp)
 			}
 		}
 	}
-	cpu := h.CPUMillis
-	if cpu == 0 {
-		cpu = sandbox.DefaultCPUMillis
-	}
-	lim, err := p.cpus.Clamp(ctx, p.eng, container.Limits{NanoCPUs: cpu * 1_000_000})
+	lim, err := p.cpus.Clamp(ctx, p.eng, container.Limits{NanoCPUs: c.CPUMillis * 1_000_000})
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if lim.NanoCPUs != cpu*1_000_000 {
-		p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", cpu, "nano_cpus", lim.NanoCPUs)
-	}
-	nano := lim.NanoCPUs
-	pids := h.PidsLimit
-	if pids == 0 {
-		pids = sandbox.DefaultPidsLimit
-	}
-	env := make(map[string]string, len(spec.Env)+1)
-	for k, v := range spec.Env {
-		env[k] = v
-	}
-	if _, ok := env["HOME"]; !ok {
-		env["HOME"] = workdir // writable, unlike the image's idea of a home
+	if lim.NanoCPUs != c.CPUMillis*1_000_000 {
+		p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", c.CPUMillis, "nano_cpus", lim.NanoCPUs)
 	}
 	gated := spec.Gate != nil || spec.Networking.Mode() == domain.NetUnrestricted && p.gateAny
 	if gated {
-		for k, v := range egress.ProxyEnv() {
-			env[k] = v // ValidateEnv kept these names out of spec.Env
-		}
+		maps.Copy(c.Env, egress.ProxyEnv()) // ValidateEnv kept these names out of spec.Env
 	}
-	roots := sandbox.WritablePaths(workdir)
-	bound, err := storageBound(h)
-	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	perRoot := bound / int64(len(roots))
-	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
-		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
+	perRoot := c.StorageBytes / int64(len(c.Roots))
+	r := &resolved{spec: spec, workdir: c.Workdir, roots: c.Roots, uid: c.UID, network: network,
+		digest: sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
 		keepWant: p.labels(spec.SessionID)}
-	for _, root := range roots {
-		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, uid))
+	for _, root := range c.Roots {
+		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, c.UID))
 	}
 	name := p.containerName(spec.SessionID)
-	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), uid)
+	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), c.UID)
 	r.cfg.Labels[label.Spec] = r.digest
-	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd = spec.Image, env, workdir, network, capAdd
-	r.cfg.Limits = container.Limits{NanoCPUs: nano, MemoryBytes: h.MemoryBytes, PidsLimit: pids}.Or(r.cfg.Limits)
+	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd = spec.Image, c.Env, c.Workdir, network, capAdd
+	r.cfg.Limits = container.Limits{NanoCPUs: lim.NanoCPUs, MemoryBytes: c.MemoryBytes, PidsLimit: c.PidsLimit}.Or(r.cfg.Limits)
 	r.keeper = container.KeeperSpec(p.owner, string(spec.SessionID))
 	r.keeper.Image = spec.Image
 	for i, root := range r.roots {
@@ -499,16 +450,50 @@ func keeperTarget(i int) string { return "/.stockade-keep/v" + strconv.Itoa(i) }
 // it vanished again); the waits between attempts add up to about 16s.
 const maxProvisionAttempts = 40
 
+// found is what one look or create of adoptOrCreate settled.
+type found int
+
+const (
+	absent  found = iota // no such object: create it
+	again                // nothing settled (a create lost the name, the object is not ready): wait, then look again
+	settled              // the object is there and taken care of: done
+)
+
+// adoptOrCreate is how every object of a deterministic name (objectName)
+// is made, so that concurrent creators in this process and others converge
+// on one: each attempt calls look, which finds the object and, when it is
+// there, checks and adopts it; when it is absent, create makes it (a
+// create that loses the name says again). Before the attempt after an
+// again it waits step times the attempts made. A nil look goes straight
+// to create (an engine call that answers with the existing object). After
+// attempts attempts it is errUnsettled; an error of look or create ends it
+// at once.
+func adoptOrCreate(ctx context.Context, name string, attempts int, step time.Duration, look func(attempt int) (found, error), create func() (found, error)) error {
+	for attempt := 0; attempt < attempts; attempt++ {
+		f := absent
+		var err error
+		if look != nil {
+			f, err = look(attempt)
+		}
+		if err == nil && f == absent {
+			f, err = create()
+		}
+		if err != nil || f == settled {
+			return err
+		}
+		if err := sleep(ctx, time.Duration(attempt+1)*step, false); err != nil {
+			return fmt.Errorf("docker: create %s: %w", name, err)
+		}
+	}
+	return fmt.Errorf("docker: create %s: %w", name, errUnsettled)
+}
+
+// errUnsettled is adoptOrCreate's answer when no attempt settled anything.
+var errUnsettled = errors.New("the object kept vanishing, or its name kept being taken")
+
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := p.provision(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	// Only a Provision that succeeded names the revoker Reap uses: a
-	// failed one (another policy, say) must not replace the session's.
-	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
-	return sb, nil
+	return backend.Provision(ctx, spec, &p.revokers, p.provision)
 }
 
 func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -531,48 +516,54 @@ func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		m.revoker = p.revokers.Default
 	}
 	p.startPool()
-	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+	var b *box
+	look := func(int) (found, error) {
 		c, err := p.eng.ContainerInspect(ctx, name)
 		switch {
-		case err == nil:
-			b, err := p.adopt(ctx, r, c)
-			if err == nil {
-				log.Debug("adopted", "phase", "provision", "dur", time.Since(start))
-			}
-			return b, err
-		case !errors.Is(err, dockerapi.ErrNotFound):
-			return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return absent, nil
+		case err != nil:
+			return absent, fmt.Errorf("docker: inspect %s: %w", name, err)
 		}
-		b, taken := p.claim(ctx, r)
-		if b != nil {
+		if b, err = p.adopt(ctx, r, c); err != nil {
+			return absent, err
+		}
+		log.Debug("adopted", "phase", "provision", "dur", time.Since(start))
+		return settled, nil
+	}
+	create := func() (found, error) {
+		b2, taken := p.claim(ctx, r)
+		if b2 != nil {
+			b = b2
 			log.Info("provisioned from the pool", "phase", "provision", "dur", time.Since(start))
-			return b, nil
+			return settled, nil
 		}
-		retry, err := taken, error(nil)
-		if !taken {
-			b, retry, err = p.create(ctx, r, cfg, m)
+		if taken {
+			return again, nil
 		}
-		if err != nil {
+		b2, retry, err := p.create(ctx, r, cfg, m)
+		switch {
+		case err != nil:
 			if derr := p.discard(ctx, m); derr != nil {
 				log.Warn("cleaning up after a failed create", "err", derr)
 			}
-			return nil, err
-		}
-		if retry {
+			return absent, err
+		case retry:
 			// Another Provision won the name, or a Reap elsewhere removed
 			// the network meanwhile; adopt or create again once the engine
 			// shows it (a create in flight holds the name before inspect
 			// finds it).
-			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
-				return nil, fmt.Errorf("docker: provision %s: %w", name, err)
-			}
-			continue
+			return again, nil
 		}
+		b = b2
 		log.Info("provisioned", "phase", "provision", "dur", time.Since(start))
 		p.agentConn(ctx, b)
-		return b, nil
+		return settled, nil
 	}
-	return nil, fmt.Errorf("docker: provision %s: the container kept vanishing", name)
+	if err := adoptOrCreate(ctx, name, maxProvisionAttempts, 20*time.Millisecond, look, create); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // made records what one Provision call created.
@@ -805,65 +796,65 @@ func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *mad
 // creates racing for a name both get it from Docker; Podman answers the
 // loser ErrConflict ("volume already exists"), and a create asked again
 // gets the volume.
-func (p *Provider) createVolume(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error) {
-	for attempt := 0; ; attempt++ {
-		got, err := p.eng.VolumeCreate(ctx, v)
-		if !errors.Is(err, dockerapi.ErrConflict) || attempt == maxVolumeAttempts {
-			return got, err
+func (p *Provider) createVolume(ctx context.Context, v dockerapi.VolumeCreate) (got dockerapi.Volume, err error) {
+	var lost error // the last conflict
+	err = adoptOrCreate(ctx, v.Name, maxVolumeAttempts, 10*time.Millisecond, nil, func() (found, error) {
+		if got, err = p.eng.VolumeCreate(ctx, v); errors.Is(err, dockerapi.ErrConflict) {
+			lost = err
+			return again, nil
 		}
-		if err := sleep(ctx, time.Duration(attempt+1)*10*time.Millisecond, false); err != nil {
-			return got, err
-		}
+		return settled, err
+	})
+	if errors.Is(err, errUnsettled) {
+		err = lost
 	}
+	return got, err
 }
 
-// maxVolumeAttempts bounds how often createVolume asks again after a
-// conflict; the waits add up to about 0.5 s.
-const maxVolumeAttempts = 10
+// maxVolumeAttempts bounds how often createVolume asks; the waits add up
+// to about 0.5 s.
+const maxVolumeAttempts = 11
 
 // keep makes sure session r's keeper exists and runs, creating it (and
 // recording it in m) if needed.
 func (p *Provider) keep(ctx context.Context, r *resolved, m *made) error {
-	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+	look := func(int) (found, error) {
 		c, err := p.eng.ContainerInspect(ctx, r.keepName)
 		switch {
-		case err == nil:
-			if !label.Has(c.Config.Labels, r.keepWant) {
-				return fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to use it", r.keepName)
-			}
-			if c.State.Running {
-				return nil
-			}
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return absent, nil
+		case err != nil:
+			return absent, fmt.Errorf("docker: inspect %s: %w", r.keepName, err)
+		case !label.Has(c.Config.Labels, r.keepWant):
+			return absent, fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to use it", r.keepName)
+		case !c.State.Running:
 			if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
-				return fmt.Errorf("docker: start %s: %w", r.keepName, err)
+				return absent, fmt.Errorf("docker: start %s: %w", r.keepName, err)
 			}
-			return nil
-		case !errors.Is(err, dockerapi.ErrNotFound):
-			return fmt.Errorf("docker: inspect %s: %w", r.keepName, err)
 		}
+		return settled, nil
+	}
+	create := func() (found, error) {
 		cfg, err := r.keeper.Config()
 		if err != nil {
-			return fmt.Errorf("docker: %w", err)
+			return absent, fmt.Errorf("docker: %w", err)
 		}
 		id, err := p.eng.ContainerCreate(ctx, r.keepName, cfg)
 		switch {
 		case errors.Is(err, dockerapi.ErrConflict):
-			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
-				return fmt.Errorf("docker: create %s: %w", r.keepName, err)
-			}
-			continue
+			return again, nil
 		case errors.Is(err, dockerapi.ErrNotFound):
-			return fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", r.spec.Image, err)
+			return absent, fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", r.spec.Image, err)
 		case err != nil:
-			return fmt.Errorf("docker: create %s: %w", r.keepName, err)
+			return absent, fmt.Errorf("docker: create %s: %w", r.keepName, err)
 		}
 		m.keeper = id
 		if err := p.eng.ContainerStart(ctx, id); err != nil {
-			return fmt.Errorf("docker: start %s: %w", r.keepName, err)
+			return absent, fmt.Errorf("docker: start %s: %w", r.keepName, err)
 		}
-		return nil
+		return settled, nil
 	}
-	return fmt.Errorf("docker: create %s: the container kept vanishing", r.keepName)
+	return adoptOrCreate(ctx, r.keepName, maxProvisionAttempts, 20*time.Millisecond, look, create)
 }
 
 // adopt checks an existing container and starts it if needed.
@@ -1044,17 +1035,8 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	for _, v := range vs {
 		labels = append(labels, v.Labels)
 	}
-	seen := map[domain.ID]bool{}
-	var out []domain.ID
-	for _, l := range labels {
-		id := domain.ID(l[label.Session])
-		if id.Validate() == nil && !seen[id] && p.ours(l, id) {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	session := func(l map[string]string) domain.ID { return domain.ID(l[label.Session]) }
+	return backend.Owned(labels, session, p.ours), nil
 }
 
 // Reap implements sandbox.Provider.

@@ -152,15 +152,9 @@ func newWarmPool(cfg PoolConfig) *warmPool {
 
 // memberName, memberKeeperName: a member's containers; its volumes are
 // memberName + "-v0", "-v1", ….
-func (p *Provider) memberName(token string) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "p-" + hex.EncodeToString(h[:4]) + "-" + token
-}
+func (p *Provider) memberName(token string) string { return p.objectName("p", token) }
 
-func (p *Provider) memberKeeperName(token string) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "pk-" + hex.EncodeToString(h[:4]) + "-" + token
-}
+func (p *Provider) memberKeeperName(token string) string { return p.objectName("pk", token) }
 
 // memberLabels are what a member's objects of role carry.
 func (p *Provider) memberLabels(role, token string) map[string]string {

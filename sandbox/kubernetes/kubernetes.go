@@ -65,6 +65,7 @@ import (
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 )
 
 //go:embed scripts/start.sh
@@ -185,6 +186,7 @@ type Provider struct {
 	revokers sandbox.Revokers
 	gate     gateConfig
 	oom      container.OOMRecord // oom_kill counts attributed, by pod UID
+	restarts backend.Restarts    // the backstop restarts of each pod
 
 	mu    sync.Mutex
 	calls int64 // API requests and exec streams, for RoundTrips
@@ -455,14 +457,7 @@ func sortedKeys(m map[string]string) []string {
 
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := p.provision(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	// Only a Provision that succeeded names the revoker Reap uses: a
-	// failed one (another policy, say) must not replace the session's.
-	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
-	return sb, nil
+	return backend.Provision(ctx, spec, &p.revokers, p.provision)
 }
 
 func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -768,18 +763,13 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list pods: %w", err)
 	}
-	seen := map[domain.ID]bool{}
-	var out []domain.ID
+	pods := make([]*corev1.Pod, len(list.Items))
 	for i := range list.Items {
-		pod := &list.Items[i]
-		id := domain.ID(pod.Annotations[label.Session])
-		if id.Validate() == nil && !seen[id] && p.ours(pod, id) && pod.Name == PodName(p.owner, id) {
-			seen[id] = true
-			out = append(out, id)
-		}
+		pods[i] = &list.Items[i]
 	}
-	slices.Sort(out)
-	return out, nil
+	session := func(pod *corev1.Pod) domain.ID { return domain.ID(pod.Annotations[label.Session]) }
+	ours := func(pod *corev1.Pod, id domain.ID) bool { return p.ours(pod, id) && pod.Name == PodName(p.owner, id) }
+	return backend.Owned(pods, session, ours), nil
 }
 
 // Reap implements sandbox.Provider.
@@ -899,6 +889,3 @@ func (p *Provider) waitGone(ctx context.Context, name string, uid types.UID) err
 
 // metavGet is the options of every Get.
 var metavGet = metav1.GetOptions{}
-
-// discardBudget bounds removing what a failed write left.
-const discardBudget = 30 * time.Second
