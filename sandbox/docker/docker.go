@@ -197,12 +197,14 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/sessiongate"
 )
 
 // Budgets of the engine calls that must finish even when the caller's
@@ -363,11 +365,11 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	private, err := egress.ParsePrivate(cfg.GateAllowPrivate)
+	private, err := sessiongate.ParsePrivate(cfg.GateAllowPrivate)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if err := egress.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
+	if err := sessiongate.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if err := cfg.Pool.check(); err != nil {
@@ -557,7 +559,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if !h.IsZero() && !h.ReadOnlyRootfs {
 		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
 	}
-	uid := int64(container.UID)
+	uid := int64(defaults.UID)
 	if h.RunAsUser != nil {
 		uid = *h.RunAsUser
 	}
