@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 )
 
 // Resolved is a Spec checked and with its defaults filled in: what every
@@ -21,7 +21,7 @@ type Resolved struct {
 	Roots   []string // WritablePaths(Workdir)
 	UID     int64    // Hardening.RunAsUser or the default user
 	// Env is Spec.Env plus HOME (the workdir, writable, unlike the image's
-	// idea of a home) and container.EngineEnv, each unless Spec.Env names it.
+	// idea of a home) and defaults.Env, each unless Spec.Env names it.
 	Env          map[string]string
 	CPUMillis    int64    // Hardening.CPUMillis or DefaultCPUMillis
 	MemoryBytes  int64    // Hardening.MemoryBytes or the default, bytes
@@ -89,7 +89,7 @@ func Resolve(spec Spec) (Resolved, error) {
 	if r.PidsLimit == 0 {
 		r.PidsLimit = DefaultPidsLimit
 	}
-	r.Env = container.EngineEnv()
+	r.Env = defaults.Env()
 	r.Env["HOME"] = workdir
 	maps.Copy(r.Env, spec.Env)
 	return r, nil

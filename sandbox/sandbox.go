@@ -81,7 +81,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 )
 
 // Provider creates and manages sandboxes, one per session.
@@ -247,22 +247,22 @@ const (
 	// belongs in a file (WriteFile) that the command runs.
 	MaxCommandBytes = 128<<10 - 1
 	// DefaultCPUMillis is the CPU limit of a Hardening that sets none, in
-	// thousandths of a CPU: one CPU (container.SessionNanoCPUs, the one
+	// thousandths of a CPU: one CPU (defaults.SessionNanoCPUs, the one
 	// home of Stockade's limits).
-	DefaultCPUMillis = container.SessionNanoCPUs / 1_000_000
+	DefaultCPUMillis = defaults.SessionNanoCPUs / 1_000_000
 	// DefaultPidsLimit is the process (and thread) limit of a Hardening
-	// that sets none (container.SessionPidsLimit). It is what stops a fork
+	// that sets none (defaults.SessionPidsLimit). It is what stops a fork
 	// bomb.
-	DefaultPidsLimit = container.SessionPidsLimit
+	DefaultPidsLimit = defaults.SessionPidsLimit
 )
 
 // defaultMemoryBytes is the memory limit of a Hardening that sets none, in
 // bytes, without swap.
-const defaultMemoryBytes = container.SessionMemoryBytes
+const defaultMemoryBytes = defaults.SessionMemoryBytes
 
 // defaultRunAsUser is the uid (and gid) commands run as when
 // Hardening.RunAsUser is nil: "nobody", which owns nothing in any image.
-const defaultRunAsUser = container.UID
+const defaultRunAsUser = defaults.UID
 
 // Errors callers branch on. Backends wrap them with the path or session.
 var (

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -942,7 +943,7 @@ func TestProgramImage(t *testing.T) {
 	if err := json.Unmarshal(files[p.configName()], &c); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(c.Config.Cmd, " "); got != ProgramDir+"/stockade-gate" {
+	if got := strings.Join(c.Config.Cmd, " "); got != gate.Program {
 		t.Errorf("Cmd = %q; want the program", got)
 	}
 	if len(c.RootFS.DiffIDs) != 2 || c.Config.Labels[LabelProgram] != sha(data) {

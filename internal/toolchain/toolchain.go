@@ -39,6 +39,7 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/image"
 )
@@ -113,7 +114,7 @@ const (
 	// keeps, in bytes; the rest is counted and flagged as truncated.
 	DefaultOutputCap = 16 << 20
 	// ContainerUser is the user every profile runs as.
-	ContainerUser = container.NobodyUser
+	ContainerUser = defaults.NobodyUser
 )
 
 // Errors callers branch on. Every error from NewSpec and Config.Validate

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stockade/stockade/internal/agent"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -180,7 +181,7 @@ func (p *Provider) fillAgentVolume(ctx context.Context, name, image string, bin 
 	if !label.Has(v.Labels, p.agentLabels()) {
 		return fmt.Errorf("volume %s exists without this owner's agent labels; not using it", name)
 	}
-	spec := container.Spec{Image: image, Cmd: []string{agentPath}, User: container.NobodyUser, Labels: p.agentLabels(),
+	spec := container.Spec{Image: image, Cmd: []string{agentPath}, User: defaults.NobodyUser, Labels: p.agentLabels(),
 		Mounts: []container.Mount{{Type: container.Volume, Source: name, Target: agentDir, Writable: true}}}
 	cfg, err := spec.Config()
 	if err != nil {

@@ -61,6 +61,7 @@ import (
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 	"github.com/stockade/stockade/sandbox/internal/backend"
+	"github.com/stockade/stockade/sandbox/internal/sessiongate"
 )
 
 // Budgets of the engine calls that must finish even when the caller's
@@ -221,11 +222,11 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	private, err := egress.ParsePrivate(cfg.GateAllowPrivate)
+	private, err := sessiongate.ParsePrivate(cfg.GateAllowPrivate)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if err := egress.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
+	if err := sessiongate.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if err := cfg.Pool.check(); err != nil {

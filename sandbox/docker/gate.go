@@ -14,6 +14,7 @@ import (
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/sessiongate"
 )
 
 // A NetLimited session has three parts besides its volumes: the sandbox,
@@ -75,7 +76,7 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 		g = &sandbox.GateSpec{}
 	}
 	id := r.spec.SessionID
-	st, err := egress.SessionSettings(id, r.spec.Networking, g, any, p.gatePrivate)
+	st, err := sessiongate.SessionSettings(id, r.spec.Networking, g, any, p.gatePrivate)
 	if err != nil {
 		return fmt.Errorf("docker: %w", err)
 	}
@@ -91,7 +92,7 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 	// Its environment is made at its create (ensureGate), once its
 	// network's range is known.
 	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{egress.Alias}, p.gateHosts
-	r.gateDigest = egress.Digest(img, st, p.gateHosts, p.gateOut)
+	r.gateDigest = sessiongate.Digest(img, st, p.gateHosts, p.gateOut)
 	cs.Labels[label.Spec] = r.gateDigest
 	r.gate = cs
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -143,7 +144,7 @@ func newWarmPool(cfg PoolConfig) *warmPool {
 		s.SessionID, s.GateTokenRevoker = poolSessionID, nil
 		mem := s.Hardening.MemoryBytes
 		if mem <= 0 {
-			mem = container.SessionMemoryBytes
+			mem = defaults.SessionMemoryBytes
 		}
 		w.keys = append(w.keys, &poolKey{spec: s, memory: mem + container.KeeperMemoryBytes})
 	}

@@ -143,7 +143,7 @@ type Config struct {
 	// session was not provisioned by this process; nil means none.
 	GateTokenRevoker sandbox.GateTokenRevoker
 	// GateImage is the egress gate's image on the nodes, for a GateSpec
-	// that names none; empty means image.GateTag (stockade/gate:local,
+	// that names none; empty means gate.Image (stockade/gate:local,
 	// which scripts/kube-up composes and imports). It is never pulled.
 	GateImage string
 	// GateUID is the uid (and gid) gated pods' gate containers run as;

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/sandbox"
 )
 
@@ -605,14 +605,14 @@ func testEnvironment(t *testing.T, r *run) {
 	}
 	// What the backend sets so that no engine chooses it (Podman would
 	// add container=podman and TERM=xterm, Docker neither).
-	for k, v := range container.EngineEnv() {
+	for k, v := range defaults.Env() {
 		if env[k] != v {
 			t.Errorf("env %s=%q; want %q, whatever the engine", k, env[k], v)
 		}
 	}
 	// What a backend and a shell may add; nothing else.
 	allowed := map[string]bool{"GREETING": true, "EMPTY": true, "PATH": true, "HOME": true, "HOSTNAME": true, "PWD": true, "SHLVL": true, "OLDPWD": true}
-	for k := range container.EngineEnv() {
+	for k := range defaults.Env() {
 		allowed[k] = true
 	}
 	for k := range env {
