@@ -148,7 +148,7 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 				// The Provision that won the create is persisting its
 				// token and connecting the gate: the gate must not start
 				// before that.
-				if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
+				if err := container.Sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond); err != nil {
 					return fmt.Errorf("docker: gate %s: %w", r.gateName, err)
 				}
 				continue
@@ -200,7 +200,7 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 		case errors.Is(err, dockerapi.ErrConflict) && cid == "":
 			// Another Provision won: its token is the session's; this
 			// one's is dropped unpersisted.
-			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
+			if err := container.Sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond); err != nil {
 				return fmt.Errorf("docker: create %s: %w", r.gateName, err)
 			}
 			continue

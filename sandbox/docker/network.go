@@ -132,7 +132,7 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
 			// The name (another process made the network) or the subnet
 			// (another network took it) went meanwhile: look again.
-			if err := sleep(ctx, time.Duration(round+1)*20*time.Millisecond, false); err != nil {
+			if err := container.Sleep(ctx, time.Duration(round+1)*20*time.Millisecond); err != nil {
 				return "", fmt.Errorf("docker: create network %s: %w", name, err)
 			}
 			continue

@@ -104,8 +104,8 @@
 // The out-of-memory verdict after a command ended with status 137 is one
 // more exec in the sandbox container (container.OOMRecord: the memory
 // cgroup's oom_kill count, answered by exit code alone), run as the
-// sandbox user, since pods/exec has no other: printing the line no longer
-// makes a command look killed for memory, but a session that traces or
+// sandbox user, since pods/exec has no other: printing the line does not
+// make a command look killed for memory, but a session that traces or
 // signals the check can still spoil its answer for its own commands. The same check, or a GET of the pod, finds a
 // command cut by a Reap: sandbox.ErrNotFound.
 //
