@@ -768,12 +768,12 @@ func (s *suite) linkFarm() string {
 // newCache makes a fresh, randomly named cache directory.
 func (s *suite) newCache() string {
 	parent := s.dir777(filepath.Join(s.dataDir, "caches"))
-	f, err := cacheseed.NewFresh(cacheseed.Seed{}, parent)
+	dir, err := container.MkdirFresh(parent, "cache", 0o777)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Cleanup(func() { s.removeTree(f.Dir) })
-	return f.Dir
+	s.t.Cleanup(func() { s.removeTree(dir) })
+	return dir
 }
 
 func (s *suite) tempDir(prefix string) string {

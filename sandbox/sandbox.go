@@ -136,10 +136,9 @@ type Sandbox interface {
 	// separate field for it, so callers match that line. The verdict is the
 	// backend's, from the sandbox's memory cgroup after the command ended,
 	// never from what the command printed: a command's own copy of the line at
-	// the end of its stderr is removed. Whether background
-	// processes a command leaves behind outlive its normal end is up to the
-	// engine (under Docker they ended with the exec in our runs); callers must
-	// not rely on either. While they live they count against the pids and
+	// the end of its stderr is removed. Whether background processes a
+	// command leaves behind outlive its normal end is up to the engine;
+	// callers must not rely on either. While they live they count against the pids and
 	// memory limits.
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	// ReadFile returns the content of the regular file at path, at most

@@ -333,7 +333,7 @@ func TestArchiveLayout(t *testing.T) {
 			t.Errorf("Env %q lacks %q", c.Config.Env, want)
 		}
 	}
-	bbDigest, _ := inspectBusybox(bb)
+	bbDigest, _ := inspectStatic(bb)
 	wantLabels := map[string]string{
 		label.Managed:  label.ManagedValue,
 		label.Kind:     label.KindImage,

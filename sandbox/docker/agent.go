@@ -256,7 +256,7 @@ func (p *Provider) removeAgentIfUnused(ctx context.Context) error {
 			if cs, err := p.sessionContainers(ctx); err != nil || len(cs) > 0 || attempt == maxAgentRemoveAttempts {
 				return err
 			}
-			if err := sleep(ctx, 100*time.Millisecond, false); err != nil {
+			if err := container.Sleep(ctx, 100*time.Millisecond); err != nil {
 				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
 			}
 		}

@@ -128,7 +128,7 @@ type Config struct {
 	// unless GateAllowPrivate admits them) and records every request for
 	// EgressLog. False gives them the owner's bridge network.
 	GateUnrestricted bool
-	// NoAgent runs every command through an engine exec, as before the
+	// NoAgent runs every command through an engine exec, without the
 	// resident agent. False (the default) places the agent
 	// (internal/agent) read-only in every sandbox and runs the sandbox
 	// user's commands through it, falling back to engine execs whenever it
@@ -317,7 +317,7 @@ type resolved struct {
 // on Podman: without uid= and gid= it gives a new volume, at its first
 // mount, the owner and mode of the image's directory at the mount point
 // (root and 0755 for a WORKDIR), which the sandbox user cannot write;
-// with them it leaves the volume as asked (issue 23, item 11). Docker
+// with them it leaves the volume as asked. Docker
 // hands them to tmpfs unchanged.
 func volumeOptions(root string, size, uid int64) map[string]string {
 	mode := "0777"
@@ -482,7 +482,7 @@ func adoptOrCreate(ctx context.Context, name string, attempts int, step time.Dur
 		if err != nil || f == settled {
 			return err
 		}
-		if err := sleep(ctx, time.Duration(attempt+1)*step, false); err != nil {
+		if err := container.Sleep(ctx, time.Duration(attempt+1)*step); err != nil {
 			return fmt.Errorf("docker: create %s: %w", name, err)
 		}
 	}
@@ -1161,7 +1161,7 @@ func (p *Provider) removeVolume(ctx context.Context, name string, force bool, in
 		if err != nil || !again {
 			return err
 		}
-		if err := sleep(ctx, 100*time.Millisecond, false); err != nil {
+		if err := container.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return fmt.Errorf("docker: remove volume %s: %w", name, err)
 		}
 	}
@@ -1215,16 +1215,8 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 		if _, err := p.eng.ContainerInspect(ctx, id); errors.Is(err, dockerapi.ErrNotFound) {
 			return nil
 		}
-		if err := sleep(ctx, 50*time.Millisecond, false); err != nil {
+		if err := container.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("docker: remove container %s: %w", id, err)
 		}
 	}
-}
-
-// sleep waits d unless skip, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration, skip bool) error {
-	if skip {
-		return ctx.Err()
-	}
-	return container.Sleep(ctx, d)
 }

@@ -159,7 +159,7 @@ func (b *box) oomKilled(ctx context.Context) (bool, error) {
 		if time.Since(t) > goneSettle || ctx.Err() != nil {
 			break
 		}
-		sleep(ctx, 100*time.Millisecond, false)
+		container.Sleep(ctx, 100*time.Millisecond)
 	}
 	b.p.log.Warn("out-of-memory check got no answer", "container", b.name, "exit", res.ExitCode, "err", err)
 	return false, nil

@@ -660,7 +660,7 @@ func (p *Provider) WarmPool(ctx context.Context) error {
 		if full {
 			return nil
 		}
-		if err := sleep(ctx, 20*time.Millisecond, false); err != nil {
+		if err := container.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("docker: warming the pool: %w", err)
 		}
 	}

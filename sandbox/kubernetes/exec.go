@@ -90,7 +90,7 @@ func (b *box) userString() string {
 // attributed (container.OOMRecord: the answer is the check's exit code).
 // pods/exec runs it as the sandbox user, the only user the pod has: a
 // session that traces or signals the check can spoil its answer for its
-// own commands, which plain writes of the OOM line no longer do. A pod
+// own commands, which plain writes of the OOM line cannot. A pod
 // that is gone is ErrNotFound.
 func (b *box) oomKilled(ctx context.Context) (bool, error) {
 	res, err := b.exec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(string(b.uid)), Timeout: backend.OOMCheckBudget, OutputCap: 4 << 10})
