@@ -76,8 +76,8 @@ func NewBulkWrite(workdir string, files []FileWrite) (*BulkWrite, error) {
 		if !strings.HasPrefix(f.Path, workdir+"/") {
 			return nil, &PathNotWritableError{Path: f.Path, Reason: "outside the writable place " + workdir}
 		}
-		if base := path.Base(f.Path); strings.HasPrefix(base, TempPrefix) {
-			return nil, fmt.Errorf("sandbox: %s: names starting with %q are reserved for temporary files", f.Path, TempPrefix)
+		if err := checkNotTemp(f.Path); err != nil {
+			return nil, err
 		}
 		if seen[f.Path] {
 			return nil, fmt.Errorf("sandbox: %s appears twice in one bulk write", f.Path)
