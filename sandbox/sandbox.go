@@ -71,8 +71,8 @@
 // existing regular file keeps its mode; a new one, or one that replaces a
 // symlink (the link is replaced, not followed), gets 0644. The scripts the
 // backend runs in the container for this are the …Shell constants; they
-// need a POSIX sh, mkdir, mv, rm, chmod, stat, grep, sed, head, tail, tr,
-// tar and xargs with -0 (BusyBox is enough).
+// need a POSIX sh, mkdir, mv (with -T), rm, chmod, stat, grep, sed, head,
+// tail, tr, tar and xargs with -0 (BusyBox is enough).
 //
 // ListDir, Stat, MakeDir, Remove and Rename run as the sandbox user too,
 // one script each (FileScripts, shared by the backends), so the kernel
