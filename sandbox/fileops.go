@@ -219,33 +219,14 @@ func (f FileScripts) fault(op string, paths []string, code int, stderr string) e
 		return nil
 	}
 	p := paths[0]
-	for _, l := range strings.Split(stderr, "\n") {
-		rest, ok := strings.CutPrefix(l, "stockade: fault ")
-		if !ok {
-			continue
-		}
-		is, ps, _ := strings.Cut(rest, " ")
-		if i, err := strconv.Atoi(is); err == nil && i >= 0 && i < len(paths) && paths[i] == ps {
-			p = ps
-		}
+	if _, fp := faultLine(stderr, func(i int, fp string) bool { return i < len(paths) && paths[i] == fp }); fp != "" {
+		p = fp
 	}
-	var err error
-	switch code {
-	case ExitFileNotExist:
-		err = ErrFileNotExist
-	case ExitPathIsDirectory:
-		err = ErrIsDirectory
-	case ExitPathNotDirectory:
-		err = ErrNotDirectory
-	case ExitPathNotReplaceable:
-		err = ErrNotReplaceable
-	case ExitPathNotReadable:
-		err = ErrNotReadable
-	case ExitCrossDevice:
-		err = ErrCrossDevice
-	case ExitPathNotWritable:
+	err := pathFault(code)
+	switch {
+	case code == ExitPathNotWritable:
 		return fmt.Errorf("%s: %s: %w", f.Backend, op, &PathNotWritableError{Path: p, Reason: "the sandbox user cannot change it or its directory"})
-	default:
+	case err == nil:
 		return fmt.Errorf("%s: %s %s: script exited %d: %s", f.Backend, op, p, code, firstLine(stderr))
 	}
 	return fmt.Errorf("%s: %s %s: %w", f.Backend, op, p, err)
