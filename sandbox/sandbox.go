@@ -56,16 +56,27 @@
 // existing regular file keeps its mode; a new one, or one that replaces a
 // symlink (the link is replaced, not followed), gets 0644. The scripts the
 // backend runs in the container for this are the …Shell constants; they
-// need a POSIX sh, mkdir, mv, rm, chmod, stat, grep, sed, head, tail, tr,
-// tar and xargs with -0 (BusyBox is enough).
+// need a POSIX sh, mkdir, mv (with -T), rm, chmod, stat, grep, sed, head,
+// tail, tr, tar and xargs with -0 (BusyBox is enough).
+//
+// ListDir, Stat, MakeDir, Remove and Rename run as the sandbox user too,
+// one script each (FileScripts, shared by the backends), so the kernel
+// holds them to what that user may do: a path through a symlink that leads
+// out of the writable places reaches only what the user could reach there
+// itself, and is refused as a write is. What changes the file system
+// follows the writes' rules (the path in a writable place, not the place
+// itself, not a temporary's name) and errors. Listings are bounded
+// (MaxDirEntries), entries are described and never followed, and
+// directories are removed only when asked to be (RemoveOptions).
 //
 // # What a session can influence
 //
 // Every byte that comes out of a sandbox through a stream the session's
-// processes can reach (a command's output, a file's content, an export's
-// members) is the session's to choose; the exit code, TimedOut, Truncated,
-// the out-of-memory verdict, a read's size and the shape of an export are
-// the backend's. docs/design/session-output.md gives the reasoning.
+// processes can reach (a command's output, a file's content, the names and
+// descriptions ListDir and Stat return, an export's members) is the
+// session's to choose; the exit code, TimedOut, Truncated, the
+// out-of-memory verdict, a read's size and the shape of an export are the
+// backend's. docs/design/session-output.md gives the reasoning.
 package sandbox
 
 import (
@@ -164,6 +175,43 @@ type Sandbox interface {
 	// file lands atomically; the first failure stops every file after it
 	// in the list, and files already landed stay.
 	WriteFiles(ctx context.Context, files []FileWrite) error
+	// ListDir returns the entries of the directory at path (a symlink to
+	// one is followed), sorted by name, without "." and "..", each
+	// described and not followed (FileInfo). A directory of more than
+	// MaxDirEntries entries is ErrTooManyEntries; a missing one
+	// ErrFileNotExist, anything else ErrNotDirectory, one the sandbox user
+	// cannot read ErrNotReadable.
+	ListDir(ctx context.Context, path string) ([]FileInfo, error)
+	// Stat describes the file at path, not following it when it is a
+	// symlink: what ListDir reports for it in its directory. A missing
+	// path is ErrFileNotExist, one below a file ErrNotDirectory, one
+	// below a directory the user cannot search ErrNotReadable.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// MakeDir makes the directory at path and its missing parents (mode
+	// 0755, the sandbox user's), like mkdir -p: an existing directory is
+	// success. It has the writes' rules and errors: a path outside the
+	// writable places, or one the user cannot write, is a
+	// *PathNotWritableError; a path that is (or is below) something other
+	// than a directory is ErrNotDirectory.
+	MakeDir(ctx context.Context, path string) error
+	// Remove removes the file at path: a symlink itself, never what it
+	// points to, and a directory with everything in it only with
+	// opts.Recursive (else ErrIsDirectory). A missing path is
+	// ErrFileNotExist; a writable place itself, or another user's file in a
+	// sticky directory, is ErrNotReplaceable; the rest of the writes'
+	// rules hold. A recursive removal that fails partway (something inside
+	// the user cannot remove: a *PathNotWritableError) leaves what it did
+	// not remove.
+	Remove(ctx context.Context, path string, opts RemoveOptions) error
+	// Rename moves the file at from to to with one rename(2): atomic,
+	// never a copy. Both must be in the same writable place, on one file
+	// system (else ErrCrossDevice, nothing moved); to's missing parents are
+	// created; an existing file or symlink at to is replaced, never
+	// followed; an existing directory (or symlink to one) at to is
+	// ErrIsDirectory, and a directory replaces nothing (ErrNotDirectory).
+	// A missing from is ErrFileNotExist; the rest of the writes' rules
+	// hold for both paths.
+	Rename(ctx context.Context, from, to string) error
 	// Destroy removes the sandbox and its volumes. It is idempotent.
 	Destroy(ctx context.Context) error
 }
