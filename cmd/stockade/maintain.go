@@ -71,6 +71,11 @@ scan'); each attempt reports the vulnerabilities the upgrade fixes and
 introduces. -prefer-fixes tries first, among the eligible candidates,
 those whose version fixes a vulnerability the baseline calls.
 
+-sarif FILE also writes the baseline's findings (the validated commit's
+checks and, with -vulndb, its scan) as a SARIF 2.1.0 log for a
+code-scanning view, as inspect does (docs/REPORT.md); an upgrade's
+findings stay in the report's attempts.
+
 Modules come from where inspect gets them, with the same flags
 (-proxy, -private, -nosumdb, -sumdb, -netrc, -auth-helper, -proxy-ca:
 'stockade help inspect'); the credentials reach go get and go mod tidy
@@ -91,7 +96,8 @@ Examples:
 	stockade maintain -fixture-proxy testdata/modules /tmp/app  # a git checkout of testdata/repos/maintain-patch
 	stockade maintain -module golang.org/x/text@v0.21.0 -branch deps/x-text .
 	stockade maintain -each -json ~/src/example.com/app
-	stockade maintain -vulndb ~/vulndb -prefer-fixes .`,
+	stockade maintain -vulndb ~/vulndb -prefer-fixes .
+	stockade maintain -each -sarif baseline.sarif -vulndb ~/vulndb .`,
 		flags: maintainFlags,
 	})
 }
@@ -172,6 +178,9 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		}
 		if err != nil {
 			return fmt.Errorf("writing the report: %w", err)
+		}
+		if err := rf.writeSARIF(rep.SARIF()); err != nil {
+			return err
 		}
 		if rep.ExitCode != exitOK {
 			return &exitError{code: rep.ExitCode}

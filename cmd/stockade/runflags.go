@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/workflow"
 )
@@ -43,6 +44,8 @@ type runFlags struct {
 	// openVEX is -openvex FILE, defined by the commands that scan
 	// (withOpenVEX); nil for the others.
 	openVEX *string
+	// sarif is -sarif FILE: the findings as a SARIF 2.1.0 log.
+	sarif *string
 }
 
 // addRunFlags defines the shared flags on fs for command cmd.
@@ -67,6 +70,7 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		authHelper:   fs.String("auth-helper", "", "credential helper `PROGRAM` the go command runs in acquisition for -proxy's credentials (GOAUTH=command; Go 1.24+; static, or a script busybox's sh runs)"),
 		proxyCA:      fs.String("proxy-ca", "", "PEM `FILE` of certificates acquisition trusts besides the image's, for a -proxy with a private CA"),
 		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
+		sarif:        fs.String("sarif", "", "also write the findings as a SARIF 2.1.0 log to `FILE`, for a code-scanning view (docs/REPORT.md); written whatever the outcome, an untrusted run marked unsuccessful"),
 	}
 }
 
@@ -81,12 +85,18 @@ func (f *runFlags) withOpenVEX(fs *flag.FlagSet) *runFlags {
 
 // check refuses flag combinations that make no sense.
 func (f *runFlags) check() error {
-	if f.openVEX != nil && *f.openVEX != "" {
-		if fi, err := os.Stat(filepath.Dir(*f.openVEX)); err != nil || !fi.IsDir() {
-			return f.usagef("-openvex %s: its directory does not exist", *f.openVEX)
+	for _, out := range []struct {
+		flag string
+		name *string
+	}{{"-openvex", f.openVEX}, {"-sarif", f.sarif}} {
+		if out.name == nil || *out.name == "" {
+			continue
 		}
-		if fi, err := os.Stat(*f.openVEX); err == nil && !fi.Mode().IsRegular() {
-			return f.usagef("-openvex %s is not a regular file", *f.openVEX)
+		if fi, err := os.Stat(filepath.Dir(*out.name)); err != nil || !fi.IsDir() {
+			return f.usagef("%s %s: its directory does not exist", out.flag, *out.name)
+		}
+		if fi, err := os.Stat(*out.name); err == nil && !fi.Mode().IsRegular() {
+			return f.usagef("%s %s is not a regular file", out.flag, *out.name)
 		}
 	}
 	switch {
@@ -219,6 +229,18 @@ func (f *runFlags) fixture() (string, func(), error) {
 		return "", func() {}, nil
 	}
 	return fixtureProxyDir(f.cmd, *f.fixtureProxy, *f.dataDir)
+}
+
+// writeSARIF writes log to -sarif's file, atomically, when the flag is
+// set.
+func (f *runFlags) writeSARIF(log *report.SARIFLog) error {
+	if *f.sarif == "" {
+		return nil
+	}
+	if err := writeAtomic(*f.sarif, func(w io.Writer) error { return report.WriteSARIF(w, log) }); err != nil {
+		return fmt.Errorf("writing the SARIF log: %w", err)
+	}
+	return nil
 }
 
 // logger logs debug detail to w with -v and discards otherwise.

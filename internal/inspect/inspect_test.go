@@ -263,6 +263,18 @@ func checkStatus(t *testing.T, r *report.Report, name string, want report.Status
 	t.Errorf("no %s check in %+v", name, r.Checks)
 }
 
+// checkSARIF: the report's SARIF log has a result of rule at file, with
+// the line Go reported.
+func checkSARIF(t *testing.T, r *report.Report, rule, file string) {
+	t.Helper()
+	for _, res := range r.SARIF("inspect").Runs[0].Results {
+		if loc := res.Locations[0].PhysicalLocation; res.RuleID == rule && loc.ArtifactLocation.URI == file && loc.Region != nil && loc.Region.StartLine > 0 {
+			return
+		}
+	}
+	t.Errorf("no SARIF result of rule %s at a line of %s in %+v", rule, file, r.SARIF("inspect").Runs[0].Results)
+}
+
 var fixtures = []fixture{
 	{repo: "clean", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
 		var newer bool
@@ -280,13 +292,16 @@ var fixtures = []fixture{
 	}},
 	{repo: "failing-test", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckTest, report.StatusFail, "")
+		checkSARIF(t, r, "stockade/test", "calc_test.go")
 	}},
 	{repo: "build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckBuild, report.StatusFail, "")
+		checkSARIF(t, r, "stockade/build", "broken.go")
 	}},
 	{repo: "vet-finding", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")
 		checkStatus(t, r, validate.CheckVet, report.StatusFail, "")
+		checkSARIF(t, r, "stockade/vet", "vet.go")
 	}},
 	{repo: "test-build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")

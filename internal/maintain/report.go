@@ -266,3 +266,21 @@ func WriteJSON(w io.Writer, r *Report) error {
 	_, err = w.Write(append(b, '\n'))
 	return err
 }
+
+// SARIF returns the baseline's findings as a SARIF log: what the
+// validated commit has (its checks and, with -vulndb, its scan). An
+// upgrade's findings are about a tree no commit of the repository has yet:
+// they are in the attempts, not in the log. A run without a trusted
+// baseline is marked unsuccessful.
+func (r *Report) SARIF() *report.SARIFLog {
+	in := report.SARIFInput{Command: "maintain", Module: r.Module, Source: r.Source, Verdict: string(r.Outcome), ExitCode: r.ExitCode}
+	if r.Baseline != nil {
+		in.Checks, in.Vulns = r.Baseline.Checks, r.Baseline.Vulns
+		if len(in.Checks) == 0 {
+			in.Incomplete = append(in.Incomplete, "the baseline's validation ran no check")
+		}
+	} else {
+		in.Incomplete = append(in.Incomplete, "no baseline was validated: "+string(r.Outcome)+" "+r.Reason)
+	}
+	return report.SARIF(in)
+}
