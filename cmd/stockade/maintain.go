@@ -71,6 +71,14 @@ scan'); each attempt reports the vulnerabilities the upgrade fixes and
 introduces. -prefer-fixes tries first, among the eligible candidates,
 those whose version fixes a vulnerability the baseline calls.
 
+-min-age DURATION (default 0: none) is a cooldown: a version the module
+proxy published less than DURATION ago (by its .info Time) is never a
+candidate, and the newest old enough version of its class is tried
+instead; a version the proxy gives no time for is held back too. A week
+(168h) is a reasonable start; projects use 7 to 30 days. The report lists
+what was held back and when each ages in; the setting is part of the
+config hash.
+
 -sarif FILE also writes the baseline's findings (the validated commit's
 checks and, with -vulndb, its scan) as a SARIF 2.1.0 log for a
 code-scanning view, as inspect does (docs/REPORT.md); an upgrade's
@@ -97,13 +105,14 @@ Examples:
 	stockade maintain -module golang.org/x/text@v0.21.0 -branch deps/x-text .
 	stockade maintain -each -json ~/src/example.com/app
 	stockade maintain -vulndb ~/vulndb -prefer-fixes .
-	stockade maintain -each -sarif baseline.sarif -vulndb ~/vulndb .`,
+	stockade maintain -each -sarif baseline.sarif -vulndb ~/vulndb .
+	stockade maintain -min-age 168h -branch deps/weekly .`,
 		flags: maintainFlags,
 	})
 }
 
 func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
-	rf := addRunFlags(fs, "maintain")
+	rf := addRunFlags(fs, "maintain").withCooldown(fs)
 	var (
 		allow       = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
 		modFlag     = fs.String("module", "", "try only this direct dependency: `path[@version]`")

@@ -46,6 +46,9 @@ type runFlags struct {
 	openVEX *string
 	// sarif is -sarif FILE: the findings as a SARIF 2.1.0 log.
 	sarif *string
+	// minAge is -min-age, defined by the commands that list candidates
+	// (withCooldown); nil for the others.
+	minAge *time.Duration
 }
 
 // addRunFlags defines the shared flags on fs for command cmd.
@@ -83,6 +86,13 @@ func (f *runFlags) withOpenVEX(fs *flag.FlagSet) *runFlags {
 	return f
 }
 
+// withCooldown defines -min-age on fs, for a command that lists upgrade
+// candidates (inspect, maintain).
+func (f *runFlags) withCooldown(fs *flag.FlagSet) *runFlags {
+	f.minAge = fs.Duration("min-age", 0, "hold back versions the module proxy published less than `DURATION` ago (its .info Time), such as 168h (a week); the report lists them with when they age in; 0 holds back none")
+	return f
+}
+
 // check refuses flag combinations that make no sense.
 func (f *runFlags) check() error {
 	for _, out := range []struct {
@@ -106,6 +116,8 @@ func (f *runFlags) check() error {
 		return f.usagef("-pull applies to -image only")
 	case *f.lockTimeout < 0:
 		return f.usagef("-lock-timeout must not be negative")
+	case f.minAge != nil && *f.minAge < 0:
+		return f.usagef("-min-age must not be negative")
 	case len(f.apt()) > 0 && !*f.cgo:
 		return f.usagef("-apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
 	case *f.fixtureProxy != "" && (*f.gateNetwork != "" || *f.gatePrivate != ""):
@@ -213,6 +225,9 @@ func (f *runFlags) options(env *cmdEnv, args []string) (o workflow.Options, clea
 	}
 	o.Proxy, o.DataDir, o.LockTimeout, o.GateNetwork, o.SumDB = *f.proxy, *f.dataDir, *f.lockTimeout, *f.gateNetwork, *f.sumDB
 	o.Image, o.Pull, o.Cgo, o.AptPackages, o.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
+	if f.minAge != nil {
+		o.Cooldown.MinAge = *f.minAge
+	}
 	// Waiting is the one thing said off a terminal: a run that seems to
 	// hang should say why.
 	lockTimeout := o.LockTimeout

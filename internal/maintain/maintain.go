@@ -116,6 +116,9 @@ func (o Options) config(imageID string) string {
 	if o.SumDB != "" {
 		lines = append(lines, "sumdb "+o.SumDB)
 	}
+	if o.Cooldown.MinAge > 0 {
+		lines = append(lines, "min-age "+o.Cooldown.MinAge.String())
+	}
 	if a := o.Access; a.Private != "" || a.NoSumDB != "" {
 		lines = append(lines, "private "+a.Private, "nosumdb "+a.NoSumDB)
 	}
@@ -161,6 +164,7 @@ type run struct {
 	uncommitted []string
 	base        *Validation
 	judged      []Candidate        // every listed candidate, judged
+	held        []report.HeldBack  // what the cooldown held back
 	order       []report.Candidate // the eligible ones, in the order tried
 	attempts    []Attempt
 	egress      []report.Egress // candidates' and attempts'
@@ -337,10 +341,11 @@ func (x *run) listCandidates(ctx context.Context, d time.Duration) error {
 	if c := x.pinned; c != nil {
 		x.judged, x.order = []Candidate{{Candidate: *c, Eligible: true}}, []report.Candidate{*c}
 	} else {
-		listed, err := workflow.Candidates(ctx, x.p.Acquirer(time.Now().Add(d)), x.p.Module.Direct())
+		listed, held, err := x.p.Candidates(ctx, time.Now().Add(d))
 		if err != nil {
 			return err
 		}
+		x.held = held
 		x.judged, x.order = judge(listed, x.o.Policy)
 	}
 	if err := x.takeEgress(ctx, "candidates"); err != nil {
@@ -385,7 +390,7 @@ func (x *run) takeEgress(ctx context.Context, phase string) error {
 func (x *run) report(err error) (*Report, error) {
 	p := x.p
 	rep := &Report{Schema: Schema, Dir: x.o.Dir, Source: p.Source, Refusal: p.Refusal, Uncommitted: x.uncommitted,
-		Baseline: x.base, Candidates: x.judged, Attempts: x.attempts, Notes: p.Notes, Egress: append(p.Egress, x.egress...)}
+		Baseline: x.base, Candidates: x.judged, HeldBack: x.held, Attempts: x.attempts, Notes: p.Notes, Egress: append(p.Egress, x.egress...)}
 	if p.Module != nil {
 		rep.Module, rep.Go = p.Module.Path, p.Module.Go
 	}

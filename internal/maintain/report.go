@@ -101,6 +101,9 @@ type Report struct {
 	// Candidates are every newer version of a direct dependency listed;
 	// Eligible says which the policy allows.
 	Candidates []Candidate `json:"candidates"`
+	// HeldBack are the versions -min-age held back (report.HeldBack);
+	// absent without a cooldown.
+	HeldBack []report.HeldBack `json:"held_back,omitempty"`
 	// Attempts are the candidates tried, in selection order: until one
 	// prepared a proposal (at most maxTries), or with -each every eligible
 	// one.

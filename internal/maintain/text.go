@@ -65,6 +65,10 @@ func WriteText(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "  %s %s -> %s (%s): %s\n", c.Path, c.Current, c.Version, c.Class, state)
 		}
 	}
+	if len(r.HeldBack) > 0 {
+		b.WriteString("\n")
+		report.WriteHeldBack(&b, r.HeldBack)
+	}
 	for _, a := range r.Attempts {
 		fmt.Fprintf(&b, "\n%s %s -> %s: %s\n", a.Path, a.From, a.To, strings.ToUpper(string(a.Outcome)))
 		if a.Reason != "" {

@@ -139,11 +139,14 @@ func parseDownload(stdout []byte) ([]downloadStatus, error) {
 // found by asking the proxy for the next maxMajorProbe major paths. acq runs in the acquire profile: these are module commands,
 // never builds. Every candidate is downloaded once, so a candidate whose
 // go.mod needs a Go newer than the image's is flagged
-// RequiresNewerToolchain, as go get would fail for it.
-func Candidates(ctx context.Context, acq validate.Execer, direct []module.Version) ([]report.Candidate, error) {
-	cands := []report.Candidate{}
+// RequiresNewerToolchain, as go get would fail for it. With a cooldown
+// (Cooldown.MinAge), versions published too recently are not candidates
+// (the newest old enough one of their class is), and heldBack lists the
+// candidates they would have been.
+func Candidates(ctx context.Context, acq validate.Execer, direct []module.Version, cool Cooldown) (cands []report.Candidate, heldBack []report.HeldBack, err error) {
+	cands = []report.Candidate{}
 	if len(direct) == 0 {
-		return cands, nil
+		return cands, nil, nil
 	}
 	var paths []string
 	for _, r := range direct {
@@ -152,36 +155,52 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 	}
 	out, err := acq.Exec(ctx, versionsArgv(paths), 0)
 	if err != nil {
-		return nil, fmt.Errorf("workflow: listing versions: %w", err)
+		return nil, nil, fmt.Errorf("workflow: listing versions: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" || out.ExitCode != 0 {
-		return nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
+		return nil, nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
 	}
 	versions, failed, err := parseVersions(out.Stdout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, r := range direct {
 		// A requirement the go command could not list (its retractions
 		// unverifiable, the proxy unreachable) has candidates nobody
 		// knows: never "current".
 		if msg, ok := failed[r.Path]; ok {
-			return nil, fmt.Errorf("workflow: listing versions of %s: %s", r.Path, msg)
+			return nil, nil, fmt.Errorf("workflow: listing versions of %s: %s", r.Path, msg)
 		}
 	}
-	for _, r := range direct {
-		var avail []module.Version
+	avail := make([][]module.Version, len(direct))
+	var dated []string
+	for i, r := range direct {
 		for _, p := range append([]string{r.Path}, majorPaths(r.Path)...) {
 			for _, v := range versions[p] {
-				avail = append(avail, module.Version{Path: p, Version: v})
+				avail[i] = append(avail[i], module.Version{Path: p, Version: v})
 			}
 		}
-		for _, c := range gomod.Candidates(r, avail) {
+		dated = append(dated, newer(r, avail[i])...)
+	}
+	times, err := cool.times(ctx, acq, dated)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, r := range direct {
+		kept, held := cool.keep(r, avail[i], times)
+		for _, c := range gomod.Candidates(r, kept) {
 			cands = append(cands, report.Candidate{Path: c.Path, Current: r.Version, Version: c.Version.Version, Class: string(c.Kind)})
+		}
+		if len(held) > 0 {
+			var would []report.Candidate
+			for _, c := range gomod.Candidates(r, avail[i]) {
+				would = append(would, report.Candidate{Path: c.Path, Version: c.Version.Version, Class: string(c.Kind)})
+			}
+			heldBack = append(heldBack, cool.heldBack(r, would, held)...)
 		}
 	}
 	if len(cands) == 0 {
-		return cands, nil
+		return cands, heldBack, nil
 	}
 
 	queries := make([]string, len(cands))
@@ -190,14 +209,14 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 	}
 	out, err = acq.Exec(ctx, downloadArgv(queries), 0)
 	if err != nil {
-		return nil, fmt.Errorf("workflow: downloading candidates: %w", err)
+		return nil, nil, fmt.Errorf("workflow: downloading candidates: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" {
-		return nil, fmt.Errorf("workflow: downloading candidates: %s", commandFailure(out, reason))
+		return nil, nil, fmt.Errorf("workflow: downloading candidates: %s", commandFailure(out, reason))
 	}
 	st, err := parseDownload(out.Stdout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byQuery := map[string]downloadStatus{}
 	for _, s := range st {
@@ -209,7 +228,7 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 			cands[i].GoVersion = s.NeedsGo
 		}
 	}
-	return cands, nil
+	return cands, heldBack, nil
 }
 
 // ListVersions lists the known release versions of each module path
