@@ -65,6 +65,17 @@ list is refused before the baseline is validated.
 -each tries every eligible candidate independently against the one
 baseline and prepares one proposal per candidate that passes.
 
+-group proposes one commit with several upgrades, without hiding which
+one breaks: every eligible candidate is first validated alone against the
+one baseline (as -each does, without proposals of their own); the group
+is the set that passed, validated together once more. When the group
+does not pass, what breaks it is found by adding the members one at a time,
+in selection order, to the last combination that passed: a member whose
+addition fails is left out. The report lists every candidate in or out
+with the attempt or combination whose evidence shows why, and each
+combination tried; N candidates cost N validations and one more (at most
+N-2 more when the group fails). -branch points at the group's proposal.
+
 -vulndb DIR (or $STOCKADE_VULNDB) scans the baseline and each upgraded
 tree with the same verified scanner and database (see 'stockade help
 scan'); each attempt reports the vulnerabilities the upgrade fixes and
@@ -106,7 +117,8 @@ Examples:
 	stockade maintain -each -json ~/src/example.com/app
 	stockade maintain -vulndb ~/vulndb -prefer-fixes .
 	stockade maintain -each -sarif baseline.sarif -vulndb ~/vulndb .
-	stockade maintain -min-age 168h -branch deps/weekly .`,
+	stockade maintain -min-age 168h -branch deps/weekly .
+	stockade maintain -group -branch deps/group .`,
 		flags: maintainFlags,
 	})
 }
@@ -117,6 +129,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		allow       = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
 		modFlag     = fs.String("module", "", "try only this direct dependency: `path[@version]`")
 		each        = fs.Bool("each", false, "try every eligible candidate against the one baseline, one proposal per candidate that passes")
+		group       = fs.Bool("group", false, "validate every eligible candidate alone, then the ones that passed together: one proposal with them, each candidate left out named with its evidence")
 		branch      = fs.String("branch", "", "also point a new branch `NAME` at the proposal (refused if it exists)")
 		author      = fs.String("author", "", "author and committer of the proposal, `\"Name <email>\"`; default \"Stockade <stockade@localhost>\"")
 		date        = fs.String("date", "", "author and committer date of the proposal, RFC 3339; default the validated commit's")
@@ -172,7 +185,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		defer eng.Close()
 		shared.Timeout, shared.Deadline, shared.VulnDB = *timeout, *deadline, db
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
-			Options: shared, Policy: policy, Each: *each, Branch: *branch, Identity: who, PreferFixes: *preferFixes,
+			Options: shared, Policy: policy, Each: *each, Group: *group, Branch: *branch, Identity: who, PreferFixes: *preferFixes,
 		})
 		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) || errors.Is(err, vulndb.ErrInvalid) {
 			return rf.usagef("%v", err)

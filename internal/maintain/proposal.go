@@ -39,8 +39,16 @@ func (x *run) propose(ctx context.Context, a *Attempt, ms manifests, post []repo
 // between machines or runs.
 func (x *run) message(a *Attempt, post []report.Check) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "deps: upgrade %s from %s to %s\n\n", a.Path, a.From, a.To)
-	fmt.Fprintf(&b, "A %s upgrade of a direct dependency.\nWhy this one: %s.\n\n", a.Class, a.Why)
+	if len(a.Members) > 0 {
+		fmt.Fprintf(&b, "deps: upgrade %d direct dependencies together\n\n", len(a.Members))
+		for _, m := range a.Members {
+			fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, m.Current, m.Version, m.Class)
+		}
+		fmt.Fprintf(&b, "\nWhy these: %s.\n\n", a.Why)
+	} else {
+		fmt.Fprintf(&b, "deps: upgrade %s from %s to %s\n\n", a.Path, a.From, a.To)
+		fmt.Fprintf(&b, "A %s upgrade of a direct dependency.\nWhy this one: %s.\n\n", a.Class, a.Why)
+	}
 	b.WriteString("Requirements changed:\n")
 	for _, m := range a.Moved {
 		kind := "indirect"

@@ -21,6 +21,9 @@ const (
 	// ProposalPrepared: the upgrade passed every step; a proposal commit
 	// is stored under refs/stockade/proposals/.
 	ProposalPrepared Outcome = "proposal_prepared"
+	// Passed: with -group, the candidate passed every step alone; the
+	// group, not it, is proposed. Never a run's outcome.
+	Passed Outcome = "passed"
 	// NoCandidate: no direct dependency has an eligible newer version.
 	NoCandidate Outcome = "no_candidate"
 	// AdmissionRefused: go get moved something the admission gate does
@@ -66,7 +69,7 @@ const (
 // ExitCode returns the exit code of o.
 func (o Outcome) ExitCode() int {
 	switch o {
-	case ProposalPrepared:
+	case ProposalPrepared, Passed:
 		return ExitProposal
 	case Unsupported:
 		return ExitUnsupported
@@ -108,6 +111,9 @@ type Report struct {
 	// prepared a proposal (at most maxTries), or with -each every eligible
 	// one.
 	Attempts []Attempt `json:"attempts"`
+	// Group is -group's result: each eligible candidate in or out of the
+	// proposal and why, and the combinations validated together.
+	Group *Group `json:"group,omitempty"`
 	// ConfigHash binds the outcome to the settings that decide it
 	// (Config.Hash).
 	ConfigHash string `json:"config_hash"`
@@ -151,13 +157,17 @@ type Flake struct {
 
 // Attempt is what happened to one candidate.
 type Attempt struct {
-	Path    string  `json:"path"`
-	From    string  `json:"from"`
-	To      string  `json:"to"`
-	Class   string  `json:"class"`
-	Why     string  `json:"why"` // why this candidate was chosen
-	Outcome Outcome `json:"outcome"`
-	Reason  string  `json:"reason,omitempty"`
+	Path  string `json:"path"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Class string `json:"class"`
+	// Members, in a group's combination (Group.Tried), are the upgrades
+	// validated together; Path, From and To are then empty and Class is
+	// "group".
+	Members []report.Candidate `json:"members,omitempty"`
+	Why     string             `json:"why"` // why this candidate was chosen
+	Outcome Outcome            `json:"outcome"`
+	Reason  string             `json:"reason,omitempty"`
 	// Rule and Module name what the gate or normalization refused.
 	Rule   string `json:"rule,omitempty"`
 	Module string `json:"module,omitempty"`
@@ -182,6 +192,37 @@ type Attempt struct {
 	Proposal        *Proposal      `json:"proposal,omitempty"`
 	Evidence        *Evidence      `json:"evidence,omitempty"`
 	Timings         []report.Phase `json:"timings"`
+}
+
+// Group is what -group did after each candidate's attempt alone.
+type Group struct {
+	// Members are the eligible candidates, in selection order, each in
+	// the proposal or left out, and why.
+	Members []Member `json:"members"`
+	// Tried are the combinations validated together, in order: every
+	// candidate that passed alone; when that did not pass, growing
+	// subsets in selection order, each member added to the last subset
+	// that passed. A combination known to fail is not tried again.
+	Tried []Attempt `json:"tried"`
+	// Proposal is the one commit of the members in, when there is one:
+	// the last combination that passed (or, with one member in, its own
+	// attempt's validated tree).
+	Proposal *Proposal `json:"proposal,omitempty"`
+}
+
+// Member is one eligible candidate of a group.
+type Member struct {
+	Path  string `json:"path"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Class string `json:"class"`
+	// In: the candidate is in the proposal.
+	In bool `json:"in"`
+	// Why says why it is in or out, naming the attempt or combination
+	// whose evidence shows it: "passed alone and together (tried 1)",
+	// "failed alone: regressed (attempt 1): ...", "breaks the group:
+	// regressed together with ... (tried 1): ...".
+	Why string `json:"why"`
 }
 
 // GoRaise is a raise of the go line an upgrade requires.
@@ -229,6 +270,16 @@ type Evidence struct {
 // one, else as with each.
 func (r *Report) finish(total int64, each bool) {
 	r.Timings.TotalMS = total
+	if g := r.Group; r.Outcome == "" && g != nil {
+		// The group decides: its proposal; else an inconclusive
+		// combination; else as with each, passing members not counting.
+		switch {
+		case g.Proposal != nil:
+			r.Outcome = ProposalPrepared
+		case len(g.Tried) > 0 && g.Tried[len(g.Tried)-1].Outcome == ValidationInconclusive:
+			r.Outcome = ValidationInconclusive
+		}
+	}
 	if n := len(r.Attempts); r.Outcome == "" && !each && n > 0 && r.Attempts[n-1].Outcome == ProposalPrepared {
 		r.Outcome = ProposalPrepared
 	}
@@ -242,7 +293,7 @@ func (r *Report) finish(total int64, each bool) {
 		}
 		if r.Outcome != ValidationInconclusive {
 			for i, a := range r.Attempts {
-				if i == 0 || a.Outcome == ProposalPrepared {
+				if i == 0 || a.Outcome == ProposalPrepared || r.Outcome == Passed {
 					r.Outcome = a.Outcome
 				}
 				if a.Outcome == ProposalPrepared {
@@ -250,6 +301,11 @@ func (r *Report) finish(total int64, each bool) {
 				}
 			}
 		}
+	}
+	if r.Outcome == Passed {
+		// Every member passed alone and no group was proposed: only an
+		// inconclusive combination does that (above); never "passed".
+		r.Outcome = ValidationInconclusive
 	}
 	r.ExitCode = r.Outcome.ExitCode()
 	if r.Candidates == nil {
