@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/mod/module"
 
+	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/testjson"
 	"github.com/stockade/stockade/internal/toolchain"
@@ -29,7 +30,11 @@ import (
 // ends the run (exit 1), since nothing the attempt would say could be
 // trusted.
 func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attempt, *try, error) {
-	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each || x.o.Group, tried)}
+	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each || x.o.Group, tried), Repo: c.Repo, Compare: c.Compare}
+	if a.Repo == "" {
+		// A -module candidate is not listed: its links from the path.
+		a.Repo, a.Compare = gomod.Links(c.Path, c.Current, c.Version, nil)
+	}
 	if fix := fixesCalled(x.base, c); x.o.PreferFixes && len(fix) > 0 {
 		a.Why = "-prefer-fixes: fixes called " + strings.Join(fix, ", ")
 	}

@@ -43,11 +43,28 @@ func (x *run) message(a *Attempt, post []report.Check) string {
 		fmt.Fprintf(&b, "deps: upgrade %d direct dependencies together\n\n", len(a.Members))
 		for _, m := range a.Members {
 			fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, m.Current, m.Version, m.Class)
+			if link := orText(m.Compare, m.Repo); link != "" {
+				fmt.Fprintf(&b, "    %s\n", link)
+			}
 		}
 		fmt.Fprintf(&b, "\nWhy these: %s.\n\n", a.Why)
 	} else {
 		fmt.Fprintf(&b, "deps: upgrade %s from %s to %s\n\n", a.Path, a.From, a.To)
-		fmt.Fprintf(&b, "A %s upgrade of a direct dependency.\nWhy this one: %s.\n\n", a.Class, a.Why)
+		fmt.Fprintf(&b, "A %s upgrade of a direct dependency.\nWhy this one: %s.\n", a.Class, a.Why)
+		if a.Repo != "" {
+			fmt.Fprintf(&b, "Repository: %s\n", a.Repo)
+		}
+		if a.Compare != "" {
+			fmt.Fprintf(&b, "Changes: %s\n", a.Compare)
+		}
+		b.WriteString("\n")
+	}
+	if len(a.VulnsFixed) > 0 {
+		var ids []string
+		for _, v := range a.VulnsFixed {
+			ids = append(ids, v.ID+" ("+string(v.Level)+")")
+		}
+		fmt.Fprintf(&b, "Fixes vulnerabilities: %s\n\n", strings.Join(ids, ", "))
 	}
 	b.WriteString("Requirements changed:\n")
 	for _, m := range a.Moved {
@@ -90,6 +107,13 @@ func (a *Attempt) postFlakes() []Flake {
 		}
 	}
 	return out
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func dedupe(s []string) []string {

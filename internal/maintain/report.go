@@ -166,8 +166,12 @@ type Attempt struct {
 	// "group".
 	Members []report.Candidate `json:"members,omitempty"`
 	Why     string             `json:"why"` // why this candidate was chosen
-	Outcome Outcome            `json:"outcome"`
-	Reason  string             `json:"reason,omitempty"`
+	// Repo and Compare link the candidate's repository and the changes
+	// from From to To (report.Candidate's).
+	Repo    string  `json:"repo,omitempty"`
+	Compare string  `json:"compare,omitempty"`
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
 	// Rule and Module name what the gate or normalization refused.
 	Rule   string `json:"rule,omitempty"`
 	Module string `json:"module,omitempty"`

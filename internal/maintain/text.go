@@ -111,6 +111,9 @@ func writeAttempt(b *strings.Builder, a Attempt) {
 		head = "together: " + strings.Join(m, ", ")
 	}
 	fmt.Fprintf(b, "\n%s: %s\n", head, strings.ToUpper(string(a.Outcome)))
+	if link := orText(a.Compare, a.Repo); link != "" {
+		fmt.Fprintf(b, "  changes: %s\n", link)
+	}
 	if a.Reason != "" {
 		fmt.Fprintf(b, "  %s\n", a.Reason)
 	}

@@ -276,6 +276,11 @@ type Candidate struct {
 	// the image's; with GOTOOLCHAIN=local the upgrade would fail at go get.
 	RequiresNewerToolchain bool   `json:"requires_newer_toolchain,omitempty"`
 	GoVersion              string `json:"go_version,omitempty"` // the candidate's go directive, when known
+	// Repo is the module's repository and Compare the web view of the
+	// changes from Current to Version there, from the module proxy's
+	// Origin or the module path (gomod.Links); empty when neither says.
+	Repo    string `json:"repo,omitempty"`
+	Compare string `json:"compare,omitempty"`
 }
 
 // HeldBack is a candidate version a cooldown held back.

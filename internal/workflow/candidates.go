@@ -93,6 +93,7 @@ type downloadedModule struct {
 	Path, Version string
 	Error         string
 	GoMod         string
+	Origin        *gomod.Origin
 }
 
 // downloadStatus is what go mod download said about one module.
@@ -103,6 +104,8 @@ type downloadStatus struct {
 	NeedsGo string
 	// Err is any other error the go command reported for the module.
 	Err string
+	// Origin is where the proxy says the version came from, when it says.
+	Origin *gomod.Origin
 }
 
 // parseDownload reads go mod download -json output. The go command exits
@@ -120,7 +123,7 @@ func parseDownload(stdout []byte) ([]downloadStatus, error) {
 		if err != nil {
 			return nil, fmt.Errorf("workflow: reading go mod download output: %w", err)
 		}
-		s := downloadStatus{Path: m.Path, Version: m.Version}
+		s := downloadStatus{Path: m.Path, Version: m.Version, Origin: m.Origin}
 		if m.Error != "" {
 			// The go command prints the same error as "go: <error>" on
 			// stderr; testjson classifies that form.
@@ -139,7 +142,9 @@ func parseDownload(stdout []byte) ([]downloadStatus, error) {
 // found by asking the proxy for the next maxMajorProbe major paths. acq runs in the acquire profile: these are module commands,
 // never builds. Every candidate is downloaded once, so a candidate whose
 // go.mod needs a Go newer than the image's is flagged
-// RequiresNewerToolchain, as go get would fail for it. With a cooldown
+// RequiresNewerToolchain, as go get would fail for it, and linked to its
+// repository and the compare view of the two versions (gomod.Links, from
+// the proxy's Origin or the module path). With a cooldown
 // (Cooldown.MinAge), versions published too recently are not candidates
 // (the newest old enough one of their class is), and heldBack lists the
 // candidates they would have been.
@@ -223,10 +228,12 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 		byQuery[s.Path+"@"+s.Version] = s
 	}
 	for i, c := range cands {
-		if s := byQuery[c.Path+"@"+c.Version]; s.NeedsGo != "" {
+		s := byQuery[c.Path+"@"+c.Version]
+		if s.NeedsGo != "" {
 			cands[i].RequiresNewerToolchain = true
 			cands[i].GoVersion = s.NeedsGo
 		}
+		cands[i].Repo, cands[i].Compare = gomod.Links(c.Path, c.Current, c.Version, s.Origin)
 	}
 	return cands, heldBack, nil
 }

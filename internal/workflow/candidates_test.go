@@ -112,7 +112,7 @@ func TestCandidates_ListFailureIsAnError(t *testing.T) {
 // TestCandidates_Cooldown: with a minimum age, a version published too
 // recently is held back (with when it ages in) and the newest old enough
 // one of its class is the candidate; a version the proxy gives no time
-// for is held back too.
+// for is held back too. The proxy's Origin links a candidate.
 func TestCandidates_Cooldown(t *testing.T) {
 	day := 24 * time.Hour
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -128,7 +128,7 @@ func TestCandidates_Cooldown(t *testing.T) {
 {"Path": "example.com/m/v2", "Version": "v2.0.0", "Error": {"Err": "no time"}}
 `)},
 		"go mod download -json example.com/m@v1.0.1 example.com/m@v1.1.0": {Stdout: []byte(`{"Path": "example.com/m", "Version": "v1.0.1"}
-{"Path": "example.com/m", "Version": "v1.1.0"}
+{"Path": "example.com/m", "Version": "v1.1.0", "Origin": {"VCS": "git", "URL": "https://github.com/o/m", "Ref": "refs/tags/v1.1.0", "Hash": "0123"}}
 `)},
 	}
 	cool := Cooldown{MinAge: 7 * day, Now: func() time.Time { return base.Add(10 * day) }}
@@ -138,7 +138,8 @@ func TestCandidates_Cooldown(t *testing.T) {
 	}
 	want := []report.Candidate{
 		{Path: "example.com/m", Current: "v1.0.0", Version: "v1.0.1", Class: "patch"},
-		{Path: "example.com/m", Current: "v1.0.0", Version: "v1.1.0", Class: "minor"},
+		// The proxy's Origin links the repository and the changes.
+		{Path: "example.com/m", Current: "v1.0.0", Version: "v1.1.0", Class: "minor", Repo: "https://github.com/o/m", Compare: "https://github.com/o/m/compare/v1.0.0...v1.1.0"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("candidates %+v; want %+v", got, want)
