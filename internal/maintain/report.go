@@ -271,17 +271,21 @@ type Evidence struct {
 // decide it: with each, inconclusive if any attempt was, else a proposal
 // if any was prepared, else the first attempt's outcome; without, the
 // attempts were tries until one passed: a proposal if the last prepared
-// one, else as with each.
+// one, else as with each. With a group, inconclusive if any attempt or
+// combination was, else its proposal, else as with each.
 func (r *Report) finish(total int64, each bool) {
 	r.Timings.TotalMS = total
 	if g := r.Group; r.Outcome == "" && g != nil {
-		// The group decides: its proposal; else an inconclusive
-		// combination; else as with each, passing members not counting.
-		switch {
-		case g.Proposal != nil:
+		// As with each, an inconclusive attempt or combination makes the
+		// run inconclusive (the proposal, if made, stays); else the
+		// group's proposal decides; else the members' own outcomes.
+		for _, a := range append(append([]Attempt{}, r.Attempts...), g.Tried...) {
+			if a.Outcome == ValidationInconclusive {
+				r.Outcome = ValidationInconclusive
+			}
+		}
+		if r.Outcome == "" && g.Proposal != nil {
 			r.Outcome = ProposalPrepared
-		case len(g.Tried) > 0 && g.Tried[len(g.Tried)-1].Outcome == ValidationInconclusive:
-			r.Outcome = ValidationInconclusive
 		}
 	}
 	if n := len(r.Attempts); r.Outcome == "" && !each && n > 0 && r.Attempts[n-1].Outcome == ProposalPrepared {
