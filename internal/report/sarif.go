@@ -370,7 +370,11 @@ func (b *sarifBuilder) vuln(module string, v Vuln) {
 		level = "warning"
 	}
 	i := b.rule(v.ID, func() SARIFRule {
-		r := SARIFRule{ID: v.ID, Name: strings.ReplaceAll(v.ID, "-", ""), ShortDescription: SARIFText{Text: v.ID + ": " + orText(v.Summary, "a vulnerability in "+v.Module)},
+		short := v.Summary
+		if short == "" {
+			short = "a vulnerability in " + v.Module
+		}
+		r := SARIFRule{ID: v.ID, Name: strings.ReplaceAll(v.ID, "-", ""), ShortDescription: SARIFText{Text: v.ID + ": " + short},
 			HelpURI:              VEXVulnIRI + v.ID,
 			DefaultConfiguration: SARIFRuleConfig{Level: "error"},
 			Properties:           &SARIFRuleProps{Tags: []string{"security", "vulnerability"}}}
@@ -416,7 +420,7 @@ func (b *sarifBuilder) vuln(module string, v Vuln) {
 	for _, f := range v.Trace {
 		own := module != "" && (f.Package == module || strings.HasPrefix(f.Package, module+"/"))
 		fr := SARIFFrame{Location: SARIFLocation{Message: &SARIFText{Text: f.Package + "." + f.Function}}}
-		if file, line, col := splitPosition(f.Position); own && file != "" {
+		if file, line, col := SplitPosition(f.Position); own && line > 0 {
 			fl := b.location(file, line, col)
 			fr.Location.PhysicalLocation = fl.PhysicalLocation
 			if !found {
@@ -435,38 +439,20 @@ func (b *sarifBuilder) vuln(module string, v Vuln) {
 	b.results = append(b.results, res)
 }
 
-// splitPosition reads "file.go:12:3" (or "file.go:12"); "" when pos has
-// no line.
-func splitPosition(pos string) (file string, line, col int) {
-	rest, last, ok := cutLast(pos)
-	if !ok {
-		return "", 0, 0
-	}
-	n, err := strconv.Atoi(last)
-	if err != nil {
-		return "", 0, 0
-	}
-	if f, l, ok := cutLast(rest); ok {
-		if ln, err := strconv.Atoi(l); err == nil {
-			return f, ln, n
+// SplitPosition reads a Go position, "file.go:12:3" or "file.go:12",
+// into its file, line and column (0 when absent); a pos without a line is
+// the file alone.
+func SplitPosition(pos string) (file string, line, col int) {
+	parts := strings.Split(pos, ":")
+	if len(parts) >= 2 {
+		if line, err := strconv.Atoi(parts[1]); err == nil {
+			if len(parts) >= 3 {
+				col, _ = strconv.Atoi(parts[2])
+			}
+			return parts[0], line, col
 		}
 	}
-	return rest, n, 0
-}
-
-func cutLast(s string) (before, after string, ok bool) {
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
-}
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+	return pos, 0, 0
 }
 
 // sarifHash is the first 16 hex digits of a SHA-256 over parts, each
