@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
 
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/validate"
@@ -54,6 +55,10 @@ func (x *run) tryGroup(ctx context.Context) error {
 			g.Members[i].Why = fmt.Sprintf("failed alone: %s (attempt %d): %s", a.Outcome, i+1, a.Reason)
 		}
 	}
+	// One version of a module: of those that passed alone, the highest.
+	passed = highestOfEach(x.order, passed, func(i, higher int) {
+		g.Members[i].Why = fmt.Sprintf("passed alone (attempt %d); superseded by %s@%s, which also passed alone", i+1, x.order[higher].Path, x.order[higher].Version)
+	})
 	if len(passed) == 0 {
 		return nil
 	}
@@ -150,6 +155,27 @@ func (x *run) together(ctx context.Context, set []int, why string) (Attempt, *tr
 		return x.takeEgress(ctx, name)
 	})
 	return a, t, err
+}
+
+// highestOfEach keeps, of the candidates set (indexes into order), the
+// highest version of each module path, in set's order, and calls
+// superseded for each one left out, with the one kept.
+func highestOfEach(order []report.Candidate, set []int, superseded func(i, higher int)) []int {
+	best := map[string]int{}
+	for _, i := range set {
+		if b, ok := best[order[i].Path]; !ok || semver.Compare(order[i].Version, order[b].Version) > 0 {
+			best[order[i].Path] = i
+		}
+	}
+	var out []int
+	for _, i := range set {
+		if b := best[order[i].Path]; b == i {
+			out = append(out, i)
+		} else {
+			superseded(i, b)
+		}
+	}
+	return out
 }
 
 // names lists the candidates set (indexes into x.order) as path@version.

@@ -2,6 +2,7 @@ package maintain
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stockade/stockade/internal/report"
@@ -109,5 +110,22 @@ func TestFinish_Group(t *testing.T) {
 				t.Errorf("outcome %s (exit %d); want %s", r.Outcome, r.ExitCode, tc.want)
 			}
 		})
+	}
+}
+
+// TestHighestOfEach: a group holds one version of a module, the highest
+// that passed alone; the others are named as superseded.
+func TestHighestOfEach(t *testing.T) {
+	order := []report.Candidate{
+		{Path: "github.com/spf13/pflag", Version: "v1.0.10", Class: "patch"},
+		{Path: "example.com/a", Version: "v1.2.0", Class: "minor"},
+		{Path: "github.com/spf13/pflag", Version: "v1.1.0", Class: "minor"},
+	}
+	var out []string
+	got := highestOfEach(order, []int{0, 1, 2}, func(i, higher int) {
+		out = append(out, order[i].Version+" by "+order[higher].Version)
+	})
+	if !reflect.DeepEqual(got, []int{1, 2}) || !reflect.DeepEqual(out, []string{"v1.0.10 by v1.1.0"}) {
+		t.Errorf("highestOfEach = %v, superseded %v; want [1 2], [v1.0.10 by v1.1.0]", got, out)
 	}
 }
