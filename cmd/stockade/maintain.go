@@ -40,7 +40,12 @@ toolchain and the module path are unchanged. The go line may change only
 as go get raises it since Go 1.21: to exactly the go line of a
 requirement that moved, one the image's Go builds (the report and the
 commit message say so); -keep-go refuses any change of it. A second go
-mod tidy must change nothing. The upgraded tree is then validated with a fresh build
+mod tidy must change nothing. Before any test runs, the exported API of every
+package the module imports from a module the upgrade moved is compared
+between the old and the new version (the declarations go doc prints, in
+an execute container without network): removed functions, methods and
+types and changed signatures are listed in the report and the commit
+message. The upgraded tree is then validated with a fresh build
 cache; its findings are compared by key with the baseline's. Every test
 that fails after the upgrade is run again alone three times in a fresh
 container, and so is the same test on the baseline: it is a regression

@@ -54,6 +54,7 @@ func (x *run) runTry(ctx context.Context, t *try, propose bool) error {
 		workflow.Step{Name: "tidy", Budget: workflow.TidyBudget, Do: t.tidy},
 		workflow.Step{Name: "post/snapshot", Budget: workflow.Left, Do: t.postSnapshot},
 		workflow.Step{Name: "post/acquire", Budget: workflow.AcquireBudget, Do: t.postAcquire},
+		workflow.Step{Name: "post/apidiff", Budget: workflow.APIDiffBudget, Do: t.apiDiff},
 		workflow.Step{Name: "post/validate", Budget: workflow.Validation(x.o.timeout()), Do: t.postValidate},
 		workflow.Step{Name: "post/scan", Budget: workflow.ScanBudget, Do: t.postScan, Skip: x.o.VulnDB == ""},
 		workflow.Step{Name: "compare", Budget: workflow.Left, Do: t.compare},

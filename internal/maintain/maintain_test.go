@@ -132,6 +132,13 @@ func TestMaintain_Fixtures(t *testing.T) {
 			if a := r.Attempts[0]; len(a.Introduced) == 0 || a.Evidence == nil || a.Evidence.Tree == "" {
 				t.Errorf("the regressed attempt %+v lacks its findings or evidence", a)
 			}
+			// The API diff names what broke the build, before the tests.
+			if a := r.Attempts[0]; !slices.Contains(a.APIChanges, APIChange{Package: "stockade.test/brk", Change: "func Old removed"}) {
+				t.Errorf("brk's API changes %+v (%s); want func Old removed", a.APIChanges, a.APINote)
+			}
+			if a := r.Attempts[1]; len(a.APIChanges) != 0 || a.APINote != "" {
+				t.Errorf("greet's API changes %+v (%s); want none", a.APIChanges, a.APINote)
+			}
 			if a := r.Attempts[1]; a.Proposal == nil || !strings.Contains(a.Why, "tried before it did not pass") {
 				t.Errorf("the second attempt %+v; want a proposal saying why it was tried", a)
 			}

@@ -74,6 +74,12 @@ func (x *run) message(a *Attempt, post []report.Check) string {
 		}
 		fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, orNone(m.From), orNone(m.To), kind)
 	}
+	if len(a.APIChanges) > 0 {
+		b.WriteString("\nIncompatible API changes of the packages this module imports\n(go doc of the old and the new version, before any test ran):\n")
+		for _, c := range a.APIChanges {
+			fmt.Fprintf(&b, "  %s: %s\n", c.Package, c.Change)
+		}
+	}
 	if g := a.GoRaised; g != nil {
 		fmt.Fprintf(&b, "\nThe go line moves from %s to %s: %s requires it (go get raises it so).\nThe upgraded tree was validated with %s, which builds go %s.\n", orNone(g.From), g.To, g.RequiredBy, x.p.Image.GoVersion, g.To)
 	}

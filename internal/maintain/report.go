@@ -179,6 +179,12 @@ type Attempt struct {
 	Detail string `json:"detail,omitempty"`
 	// Moved lists every requirement the upgrade changed.
 	Moved []Move `json:"moved,omitempty"`
+	// APIChanges are the incompatible changes of the exported API of the
+	// packages the module imports from the modules the upgrade moved,
+	// old version to new (apidiff.go), found before the upgraded tree's
+	// tests run; APINote says when they could not all be compared.
+	APIChanges []APIChange `json:"api_changes,omitempty"`
+	APINote    string      `json:"api_note,omitempty"`
 	// GoRaised, when set, says the upgrade raised the go line, as go get
 	// does when a requirement that moved needs a newer language version:
 	// the upgraded tree was validated with the image's Go, which builds it.

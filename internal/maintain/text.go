@@ -128,6 +128,12 @@ func writeAttempt(b *strings.Builder, a Attempt) {
 	for _, m := range a.Moved {
 		fmt.Fprintf(b, "  moved %s %s => %s\n", m.Path, orNone(m.From), orNone(m.To))
 	}
+	for _, c := range a.APIChanges {
+		fmt.Fprintf(b, "  api %s: %s\n", c.Package, c.Change)
+	}
+	if a.APINote != "" {
+		fmt.Fprintf(b, "  api: %s\n", a.APINote)
+	}
 	if g := a.GoRaised; g != nil {
 		fmt.Fprintf(b, "  go line %s => %s, required by %s (validated with the image's Go; -keep-go refuses it)\n", orNone(g.From), g.To, g.RequiredBy)
 	}
