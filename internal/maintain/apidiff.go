@@ -12,6 +12,7 @@ import (
 	"golang.org/x/mod/module"
 
 	"github.com/stockade/stockade/internal/validate"
+	"github.com/stockade/stockade/internal/workflow"
 )
 
 // API diff: before the upgraded tree's tests run, the exported API of
@@ -73,7 +74,7 @@ func (t *try) apiDiff(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	if why := validate.OutputReason(out); why != "" || out.ExitCode != 0 {
-		t.a.APINote = fmt.Sprintf("not compared: go list failed (%s)", commandText(out, why))
+		t.a.APINote = fmt.Sprintf("not compared: go list failed (%s)", workflow.CommandFailure(out, why))
 		return nil
 	}
 	type pkg struct{ path, oldDir, newDir string }
@@ -112,7 +113,7 @@ func (t *try) apiDiff(ctx context.Context, d time.Duration) error {
 				return err
 			}
 			if why := validate.OutputReason(o); why != "" || o.ExitCode != 0 {
-				t.a.APINote = fmt.Sprintf("%s not compared: go doc failed (%s)", p.path, commandText(o, why))
+				t.a.APINote = fmt.Sprintf("%s not compared: go doc failed (%s)", p.path, workflow.CommandFailure(o, why))
 				return nil
 			}
 			docs[i] = apiDecls(o.Stdout)
@@ -133,19 +134,6 @@ func versionDir(dir, path, have, want string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSuffix(dir, "@"+eh) + "@" + ew, true
-}
-
-// commandText is a failed command's reason, or its exit code and the
-// start of its stderr.
-func commandText(o validate.Output, why string) string {
-	if why != "" {
-		return why
-	}
-	msg := strings.TrimSpace(string(o.Stderr))
-	if len(msg) > 200 {
-		msg = msg[:200] + "..."
-	}
-	return fmt.Sprintf("exit %d: %s", o.ExitCode, msg)
 }
 
 // apiDecls reads go doc -all output into its exported declarations, by

@@ -163,7 +163,7 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 		return nil, nil, fmt.Errorf("workflow: listing versions: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" || out.ExitCode != 0 {
-		return nil, nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
+		return nil, nil, fmt.Errorf("workflow: listing versions: %s", CommandFailure(out, reason))
 	}
 	versions, failed, err := parseVersions(out.Stdout)
 	if err != nil {
@@ -217,7 +217,7 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 		return nil, nil, fmt.Errorf("workflow: downloading candidates: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" {
-		return nil, nil, fmt.Errorf("workflow: downloading candidates: %s", commandFailure(out, reason))
+		return nil, nil, fmt.Errorf("workflow: downloading candidates: %s", CommandFailure(out, reason))
 	}
 	st, err := parseDownload(out.Stdout)
 	if err != nil {
@@ -248,15 +248,15 @@ func ListVersions(ctx context.Context, acq validate.Execer, paths []string) (map
 		return nil, fmt.Errorf("workflow: listing versions: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" || out.ExitCode != 0 {
-		return nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
+		return nil, fmt.Errorf("workflow: listing versions: %s", CommandFailure(out, reason))
 	}
 	versions, _, err := parseVersions(out.Stdout)
 	return versions, err
 }
 
-// commandFailure describes a module command that did not succeed, for an
+// CommandFailure describes a module command that did not succeed, for an
 // error message: the reason, or the exit code and the start of stderr.
-func commandFailure(out validate.Output, reason string) string {
+func CommandFailure(out validate.Output, reason string) string {
 	if reason != "" {
 		return reason
 	}

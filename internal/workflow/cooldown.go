@@ -90,7 +90,7 @@ func (c Cooldown) times(ctx context.Context, acq validate.Execer, queries []stri
 		return nil, fmt.Errorf("workflow: reading publication times: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" {
-		return nil, fmt.Errorf("workflow: reading publication times: %s", commandFailure(out, reason))
+		return nil, fmt.Errorf("workflow: reading publication times: %s", CommandFailure(out, reason))
 	}
 	return parseTimes(out.Stdout)
 }
