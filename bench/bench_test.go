@@ -376,7 +376,7 @@ func (s *suite) hostInspect(ctx context.Context, f, proxy, modCache string, firs
 	}
 	listed := make(chan error, 1)
 	list := func() {
-		_, err := workflow.Candidates(ctx, x, m.Direct())
+		_, _, err := workflow.Candidates(ctx, x, m.Direct(), workflow.Cooldown{})
 		listed <- err
 	}
 	if beside {
