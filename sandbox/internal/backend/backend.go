@@ -8,6 +8,11 @@
 // one way in (the one exec engine, container.Exec, with the session
 // policy), as the sandbox user: the kit adds no privilege and no path of
 // its own.
+//
+// A new sandbox operation that both backends do the same way is a method
+// of Box over Script (or Run); where a backend has a faster way (the
+// Docker backend's agent), it is an optional field of Ops, tried first, as
+// Read is.
 package backend
 
 import (
