@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/workflow"
 )
@@ -40,6 +41,7 @@ type runFlags struct {
 	authHelper   *string
 	proxyCA      *string
 	verbose      *bool
+	runtime      *string
 	// openVEX is -openvex FILE, defined by the commands that scan
 	// (withOpenVEX); nil for the others.
 	openVEX *string
@@ -67,7 +69,20 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		authHelper:   fs.String("auth-helper", "", "credential helper `PROGRAM` the go command runs in acquisition for -proxy's credentials (GOAUTH=command; Go 1.24+; static, or a script busybox's sh runs)"),
 		proxyCA:      fs.String("proxy-ca", "", "PEM `FILE` of certificates acquisition trusts besides the image's, for a -proxy with a private CA"),
 		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
+		runtime:      fs.String("runtime", "", "the engine's OCI runtime `NAME` of the containers the repository's code runs in: runsc runs them under gVisor (registered with the engine: scripts/runsc-up); default $"+envRuntime+" when set, else the engine's default (runc)"),
 	}
+}
+
+// envRuntime names the variable that sets -runtime when the flag is not
+// given.
+const envRuntime = "STOCKADE_RUNTIME"
+
+// runtimeName returns -runtime, or $STOCKADE_RUNTIME when it is empty.
+func (f *runFlags) runtimeName() string {
+	if *f.runtime != "" {
+		return *f.runtime
+	}
+	return os.Getenv(envRuntime)
 }
 
 // withOpenVEX defines -openvex on fs, for a command whose report may hold
@@ -105,6 +120,9 @@ func (f *runFlags) check() error {
 	}
 	if _, err := f.private(); err != nil {
 		return err
+	}
+	if err := container.CheckRuntimeName(f.runtimeName()); err != nil {
+		return f.usagef("-runtime: %v", err)
 	}
 	for _, e := range strings.FieldsFunc(*f.proxy, func(r rune) bool { return r == ',' || r == '|' }) {
 		if u, err := url.Parse(strings.TrimSpace(e)); err == nil && u.User != nil {
@@ -203,6 +221,7 @@ func (f *runFlags) options(env *cmdEnv, args []string) (o workflow.Options, clea
 	}
 	o.Proxy, o.DataDir, o.LockTimeout, o.GateNetwork, o.SumDB = *f.proxy, *f.dataDir, *f.lockTimeout, *f.gateNetwork, *f.sumDB
 	o.Image, o.Pull, o.Cgo, o.AptPackages, o.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
+	o.Runtime = f.runtimeName()
 	// Waiting is the one thing said off a terminal: a run that seems to
 	// hang should say why.
 	lockTimeout := o.LockTimeout

@@ -103,6 +103,11 @@ type Spec struct {
 	// StopTimeout is how long the engine waits between SIGTERM and SIGKILL
 	// on stop, in seconds; 0 means 1.
 	StopTimeout int
+	// Runtime names the engine's OCI runtime for the container ("runsc":
+	// gVisor, a kernel of its own between the container and the host's);
+	// "" means the engine's default (runc). Check it with
+	// Runtimes.Check first: an engine without it refuses the create.
+	Runtime string
 }
 
 // Config returns the engine configuration for s: the hardening is applied
@@ -137,6 +142,9 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	}
 	if len(s.Aliases) > 0 && (network == "none" || network == "bridge") {
 		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: aliases need a user-defined network, not %q", ErrInvalidSpec, network)
+	}
+	if err := CheckRuntimeName(s.Runtime); err != nil {
+		return dockerapi.ContainerConfig{}, err
 	}
 	stop := s.StopTimeout
 	if stop <= 0 {
@@ -174,6 +182,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			ShmSize:    64 << 20,
 			Ulimits:    ulimits(),
 			ExtraHosts: s.ExtraHosts,
+			Runtime:    s.Runtime,
 		},
 	}
 	if network == "none" {

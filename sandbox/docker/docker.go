@@ -277,6 +277,14 @@ type Config struct {
 	// is gone, hangs or breaks its protocol; the contract suite passes
 	// both ways (and with the agent killed by the session between cases).
 	NoAgent bool
+	// Runtime is the engine's OCI runtime of every sandbox whose Spec names
+	// none (sandbox.Spec.Runtime): sandbox.RuntimeRunsc runs them under
+	// gVisor. Empty means the engine's default (runc). Only the session's
+	// container takes it: its keeper and its gate run Stockade's own
+	// programs, never the session's code, under the engine's default. A
+	// runtime the engine does not offer makes Provision fail with
+	// sandbox.ErrRuntimeUnavailable.
+	Runtime string
 	// Pool keeps sandboxes of the specs it names made and started ahead of
 	// Provision (see PoolConfig and pool.go); the zero value keeps none,
 	// and every Provision creates its sandbox. Close removes the pool.
@@ -337,6 +345,9 @@ type Provider struct {
 	agent agentState          // the resident agent (agent.go)
 	oom   container.OOMRecord // oom_kill counts attributed, by container ID
 	warm  *warmPool           // Config.Pool (pool.go); nil: none
+
+	runtime  string             // Config.Runtime
+	runtimes container.Runtimes // the engine's, as seen
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -373,13 +384,16 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Pool.check(); err != nil {
 		return nil, err
 	}
+	if err := container.CheckRuntimeName(cfg.Runtime); err != nil {
+		return nil, fmt.Errorf("docker: Config.Runtime: %w", err)
+	}
 	out := cfg.GateNetwork
 	if out == "" {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
 		gateOut: out, engineHost: c.Host(), gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c, gateCache: cfg.GateCacheDir, gateImg: cfg.GateImage,
-		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool)}, nil
+		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool), runtime: cfg.Runtime}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -441,10 +455,10 @@ type resolved struct {
 }
 
 // specDigest digests what must match for Provision to adopt a sandbox: the
-// image, workdir, networking (and the network it means) and the storage
-// bound of each writable root.
-func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64) string {
-	return sandbox.SpecDigest(image, workdir, n, network, rootBytes)
+// image, workdir, networking (and the network it means), the storage
+// bound of each writable root and the runtime.
+func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64, runtime string) string {
+	return sandbox.SpecDigest(image, workdir, n, network, rootBytes, runtime)
 }
 
 // storageBound is sandbox.StorageBound: this backend keeps the writable
@@ -550,6 +564,18 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	if err := sandbox.ValidateEnv(spec.Env); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
+	rt := spec.Runtime
+	if rt == "" {
+		rt = p.runtime
+	}
+	// Never another runtime than the one asked: one the engine lacks is
+	// refused here, before anything is made.
+	if err := container.CheckRuntimeName(rt); err != nil {
+		return nil, fmt.Errorf("docker: %w: %w", sandbox.ErrRuntimeUnavailable, err)
+	}
+	if err := p.runtimes.Check(ctx, p.eng, rt); err != nil {
+		return nil, fmt.Errorf("docker: session %s: %w", spec.SessionID, err)
+	}
 	h := spec.Hardening
 	if err := h.Validate(spec.Gate != nil); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
@@ -605,7 +631,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	}
 	perRoot := bound / int64(len(roots))
 	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
-		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
+		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot, rt), keepName: p.keeperName(spec.SessionID),
 		keepWant: p.labels(spec.SessionID)}
 	for _, root := range roots {
 		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, uid))
@@ -613,7 +639,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	name := p.containerName(spec.SessionID)
 	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), uid)
 	r.cfg.Labels[label.Spec] = r.digest
-	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd = spec.Image, env, workdir, network, capAdd
+	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd, r.cfg.Runtime = spec.Image, env, workdir, network, capAdd, rt
 	r.cfg.Limits = container.Limits{NanoCPUs: nano, MemoryBytes: h.MemoryBytes, PidsLimit: pids}.Or(r.cfg.Limits)
 	r.keeper = container.KeeperSpec(p.owner, string(spec.SessionID))
 	r.keeper.Image = spec.Image
@@ -1027,8 +1053,11 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 		if c.Config.WorkingDir != r.workdir {
 			diffs = append(diffs, fmt.Sprintf("workdir %q, asked %q", c.Config.WorkingDir, r.workdir))
 		}
+		if got := c.HostConfig.Runtime; got != r.cfg.Runtime && (r.cfg.Runtime != "" || got != "runc") {
+			diffs = append(diffs, fmt.Sprintf("runtime %q, asked %q", got, r.cfg.Runtime))
+		}
 		if len(diffs) == 0 {
-			diffs = append(diffs, "networking or storage bound differs")
+			diffs = append(diffs, "networking, storage bound or runtime differs")
 		}
 		return nil, fmt.Errorf("docker: session %s: %w: %s", r.spec.SessionID, sandbox.ErrSpecMismatch, strings.Join(diffs, "; "))
 	}

@@ -125,6 +125,19 @@ func TestContractPool(t *testing.T) {
 	}
 }
 
+// TestContract_Runsc runs the contract suite with every session under
+// gVisor (Config.Runtime runsc), with the resident agent and a warm pool of
+// the suite's specs, so the pool's members are gVisor sandboxes too. It
+// runs where the engine has the runtime (scripts/runsc-up), and fails
+// without it under STOCKADE_REQUIRE_RUNSC=1 (CI's runsc leg).
+func TestContract_Runsc(t *testing.T) {
+	rt := enginetest.Runsc(t, enginetest.Client(t))
+	p := contract(t, contractRun{runtime: rt, pool: true})
+	if n := p.PoolClaims(); n < 10 {
+		t.Errorf("PoolClaims() = %d after the suite; want every Provision of a pooled spec served by the pool", n)
+	}
+}
+
 // warmFirst is a provider whose Provision waits for its pool to be full.
 type warmFirst struct{ *Provider }
 
@@ -153,6 +166,8 @@ type contractRun struct {
 	disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)
 	// image, when set, makes the image the sessions run; nil is testImage.
 	image func(t *testing.T, c *dockerapi.Client, owner string) string
+	// runtime is the providers' Config.Runtime; "" is the engine's default.
+	runtime string
 }
 
 // contract runs the suite on a gated provider as o says. It returns the
@@ -168,6 +183,7 @@ func contract(t *testing.T, o contractRun) *Provider {
 	u := enginetest.StartUpstream(t, c, owner)
 	cfg := gateConfig(u, owner)
 	cfg.NoAgent = noAgent
+	cfg.Runtime = o.runtime
 	if pool {
 		cfg.Pool = PoolConfig{Size: 1, Specs: sandboxtest.Specs(img)}
 	}

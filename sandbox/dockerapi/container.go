@@ -62,6 +62,9 @@ type HostConfig struct {
 	Sysctls        map[string]string `json:"Sysctls,omitempty"` // namespaced kernel parameters, such as net.ipv6.conf.lo.disable_ipv6
 	OomKillDisable *bool             `json:"OomKillDisable,omitempty"`
 	RestartPolicy  *RestartPolicy    `json:"RestartPolicy,omitempty"`
+	// Runtime names the OCI runtime of the container, one of Info's
+	// Runtimes; "" means the engine's default (runc).
+	Runtime string `json:"Runtime,omitempty"`
 }
 
 // Mount is a HostConfig mount: Type "bind", "volume" or "tmpfs".
