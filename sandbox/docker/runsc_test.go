@@ -50,7 +50,7 @@ func TestRunsc_Kernel(t *testing.T) {
 	}
 	for _, tc := range []struct{ cmd, want string }{
 		{"uname -r", ""},
-		{"cat /proc/version", "gVisor"},
+		{"cat /proc/version", "gvisor"},
 		{"dmesg", "gVisor"},
 	} {
 		res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: tc.cmd, Timeout: 30 * time.Second})
