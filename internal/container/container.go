@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"sort"
 	"strings"
 
@@ -89,6 +90,10 @@ type Spec struct {
 	// Aliases are DNS names the container has on Network (a user-defined
 	// network); empty gives none but its name.
 	Aliases []string
+	// Address is the container's fixed IPv4 address on Network (a
+	// user-defined network whose subnet holds it); the zero Addr lets the
+	// engine choose.
+	Address netip.Addr
 	// ExtraHosts are "name:address" lines added to the container's
 	// /etc/hosts; empty adds none.
 	ExtraHosts []string
@@ -193,8 +198,15 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 		// Code that listens and dials on loopback works as on a host.
 		cfg.HostConfig.Sysctls = map[string]string{"net.ipv6.conf.lo.disable_ipv6": "0"}
 	}
-	if len(s.Aliases) > 0 {
-		cfg.NetworkingConfig = &dockerapi.NetworkingConfig{EndpointsConfig: map[string]*dockerapi.EndpointSettings{network: {Aliases: s.Aliases}}}
+	if s.Address.IsValid() && (!s.Address.Is4() || network == "none" || network == "bridge") {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: a fixed address needs an IPv4 address and a user-defined network, not %v on %q", ErrInvalidSpec, s.Address, network)
+	}
+	if len(s.Aliases) > 0 || s.Address.IsValid() {
+		ep := &dockerapi.EndpointSettings{Aliases: s.Aliases}
+		if s.Address.IsValid() {
+			ep.IPAMConfig = &dockerapi.EndpointIPAMConfig{IPv4Address: s.Address.String()}
+		}
+		cfg.NetworkingConfig = &dockerapi.NetworkingConfig{EndpointsConfig: map[string]*dockerapi.EndpointSettings{network: ep}}
 	}
 	seen := map[string]bool{}
 	for _, m := range s.Mounts {

@@ -779,6 +779,11 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 		if err := p.ensureGate(ctx, r, m); err != nil {
 			return nil, false, err
 		}
+		addr, err := p.gateAddress(ctx, r)
+		if err != nil {
+			return nil, false, err
+		}
+		cfg.HostConfig.ExtraHosts = append(slices.Clip(cfg.HostConfig.ExtraHosts), egress.HostsLine(addr))
 	case r.network != "none":
 		m.network = true
 		if _, err := p.networkFor(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/stockade/stockade/domain"
@@ -178,6 +179,7 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 		}
 		spec := r.gate
 		spec.Env = st.Env()
+		spec.Address = egress.Address(r.gateSubnet)
 		var token string
 		if r.minter != nil {
 			token = r.minter.Generate()
@@ -209,6 +211,23 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 		return p.waitGate(ctx, cid, r.gateName)
 	}
 	return fmt.Errorf("docker: create %s: the container kept vanishing", r.gateName)
+}
+
+// gateAddress is where session r's sandbox finds its gate: the gate's
+// address on the gate network (egress.Address since gates have a fixed
+// one), which the sandbox's /etc/hosts names (egress.HostsLine). The name
+// is not left to the engine's DNS, which a sandbox under gVisor cannot
+// reach (its network stack is gVisor's own, where 127.0.0.11 is nobody).
+func (p *Provider) gateAddress(ctx context.Context, r *resolved) (netip.Addr, error) {
+	c, err := p.eng.ContainerInspect(ctx, r.gateName)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("docker: inspect gate %s: %w", r.gateName, err)
+	}
+	a, err := netip.ParseAddr(c.NetworkSettings.Networks[r.gateNet].IPAddress)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("docker: gate %s has no address on %s: %w", r.gateName, r.gateNet, ErrGateDown)
+	}
+	return a, nil
 }
 
 // waitGate waits until the gate cid answers ready (egress.WaitReady).

@@ -15,10 +15,10 @@ import (
 // TestRunsc_Kernel: a session asked to run under gVisor (Spec.Runtime, the
 // provider's default being the engine's) does: the engine made its
 // container with runsc, and what the session sees of its kernel is
-// gVisor's, not the host's (uname, /proc/version, dmesg). A session of the
-// engine's default runtime is not adopted for it (ErrSpecMismatch), and a
-// warm pool of the default runtime's members serves it nothing (the pool's
-// key holds the runtime).
+// gVisor's, not the host's (uname, /proc/version, dmesg). It comes from a
+// warm pool of a runc spec and a runsc spec, from the runsc member (the
+// pool's key holds the runtime; its container says runsc). A session of
+// the engine's default runtime is not adopted for it (ErrSpecMismatch).
 func TestRunsc_Kernel(t *testing.T) {
 	f := newFixture(t)
 	rt := enginetest.Runsc(t, f.c)
@@ -26,7 +26,7 @@ func TestRunsc_Kernel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	pooled, err := New(Config{Owner: f.p.owner, Pool: PoolConfig{Size: 1, Specs: []sandbox.Spec{{Image: f.img}}}})
+	pooled, err := New(Config{Owner: f.p.owner, Pool: PoolConfig{Size: 1, Specs: []sandbox.Spec{{Image: f.img}, {Image: f.img, Runtime: rt}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,8 +38,8 @@ func TestRunsc_Kernel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision(Runtime %q) = %v", rt, err)
 	}
-	if n := pooled.PoolClaims(); n != 0 {
-		t.Errorf("PoolClaims() = %d; want a gVisor session never served by the pool of runc members", n)
+	if n := pooled.PoolClaims(); n != 1 {
+		t.Errorf("PoolClaims() = %d; want the gVisor session served by the pool's gVisor member", n)
 	}
 	c, err := f.c.ContainerInspect(ctx, sb.ID())
 	if err != nil {

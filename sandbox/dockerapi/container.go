@@ -124,6 +124,14 @@ type EndpointSettings struct {
 	Aliases   []string `json:"Aliases,omitempty"`
 	NetworkID string   `json:"NetworkID,omitempty"`
 	IPAddress string   `json:"IPAddress,omitempty"`
+	// IPAMConfig asks a fixed address (on a network whose subnet was
+	// given at its create); nil lets the engine choose.
+	IPAMConfig *EndpointIPAMConfig `json:"IPAMConfig,omitempty"`
+}
+
+// EndpointIPAMConfig is an attachment's fixed address.
+type EndpointIPAMConfig struct {
+	IPv4Address string `json:"IPv4Address,omitempty"`
 }
 
 // ContainerCreate creates a container named name ("" lets the engine pick)
