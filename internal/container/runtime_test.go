@@ -3,6 +3,7 @@ package container_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,27 @@ func TestConfigRuntime(t *testing.T) {
 	s.Runtime = "runsc;rm"
 	if _, err := s.Config(); !errors.Is(err, container.ErrInvalidSpec) {
 		t.Errorf("Config(Runtime %q) = %v; want ErrInvalidSpec", s.Runtime, err)
+	}
+}
+
+// TestConfigAddress: a fixed address reaches the engine on the spec's
+// network; one on "none" or "bridge", or not IPv4, is refused.
+func TestConfigAddress(t *testing.T) {
+	s := container.Spec{Image: "img", Labels: label.Base("o", label.KindSession), Network: "gn", Address: netip.MustParseAddr("10.0.0.14")}
+	cfg, err := s.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep := cfg.NetworkingConfig.EndpointsConfig["gn"]; ep == nil || ep.IPAMConfig == nil || ep.IPAMConfig.IPv4Address != "10.0.0.14" {
+		t.Errorf("endpoint = %+v; want the fixed address 10.0.0.14", ep)
+	}
+	for _, bad := range []container.Spec{
+		{Image: "img", Labels: s.Labels, Network: "none", Address: s.Address},
+		{Image: "img", Labels: s.Labels, Network: "bridge", Address: s.Address},
+		{Image: "img", Labels: s.Labels, Network: "gn", Address: netip.MustParseAddr("fd00::1")},
+	} {
+		if _, err := bad.Config(); !errors.Is(err, container.ErrInvalidSpec) {
+			t.Errorf("Config(%s on %q) = %v; want ErrInvalidSpec", bad.Address, bad.Network, err)
+		}
 	}
 }
