@@ -169,6 +169,22 @@
 // Export reads through the engine's archive GET, which the session cannot
 // write into, and checks the archive all the same (sandbox.CheckArchive).
 //
+// # gVisor
+//
+// Spec.Runtime (or Config.Runtime, the provider's default) names the
+// engine's OCI runtime of the session's container: sandbox.RuntimeRunsc
+// runs it under gVisor, whose own kernel serves every system call of the
+// session's processes. Register it with the engine first (as root:
+// scripts/runsc-up, which builds the pinned runsc and reloads the
+// daemon's runtimes without a restart). Provision checks the engine has
+// it (sandbox.ErrRuntimeUnavailable otherwise, never runc instead); the
+// runtime is part of the spec digest and of the pool key. The keeper and
+// the gate run under the engine's default: they run Stockade's programs,
+// not the session's. Under gVisor a gated sandbox finds its gate through
+// its /etc/hosts (the engine's DNS is out of reach of gVisor's network
+// stack), the pids limit is not visible inside, and an out-of-memory kill
+// ends the whole sandbox; see docs/SECURITY.md ("gVisor").
+//
 // # What Provision checks
 //
 // The sandbox's main process is Stockade's (container.SessionSpec's
