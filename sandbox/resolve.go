@@ -28,6 +28,7 @@ type Resolved struct {
 	PidsLimit    int64    // Hardening.PidsLimit or DefaultPidsLimit
 	StorageBytes int64    // StorageBound(Hardening), bytes
 	CapDrop      []string // Hardening.EffectiveCapDrop
+	Runtime      string   // Spec.Runtime, its name checked; "" is the backend's default
 }
 
 // ErrInvalidSpec is what Resolve's refusal of a Spec matches where no more
@@ -64,6 +65,9 @@ func Resolve(spec Spec) (Resolved, error) {
 	if err := ValidateEnv(spec.Env); err != nil {
 		return Resolved{}, err
 	}
+	if err := domain.CheckRuntimeName(spec.Runtime); err != nil {
+		return Resolved{}, fmt.Errorf("%w: %w", ErrRuntimeUnavailable, err)
+	}
 	h := spec.Hardening
 	if err := h.Validate(spec.Gate != nil); err != nil {
 		return Resolved{}, err
@@ -76,7 +80,7 @@ func Resolve(spec Spec) (Resolved, error) {
 		return Resolved{}, err
 	}
 	r := Resolved{Workdir: workdir, Roots: WritablePaths(workdir), UID: defaultRunAsUser, CPUMillis: h.CPUMillis, MemoryBytes: h.MemoryBytes,
-		PidsLimit: h.PidsLimit, StorageBytes: storage, CapDrop: h.EffectiveCapDrop(spec.Gate != nil)}
+		PidsLimit: h.PidsLimit, StorageBytes: storage, CapDrop: h.EffectiveCapDrop(spec.Gate != nil), Runtime: spec.Runtime}
 	if h.RunAsUser != nil {
 		r.UID = *h.RunAsUser
 	}
@@ -121,15 +125,26 @@ func StorageBound(h Hardening) (int64, error) {
 // SpecDigest digests what must match for Provision to adopt an existing
 // sandbox: the image, the workdir, the networking (mode and allowed hosts,
 // with network the backend's name for what it means, if any) and the
-// storage bound of each writable root, in bytes. Backends record it on the
-// sandbox and compare.
-func SpecDigest(image, workdir string, n domain.Networking, network string, rootBytes int64) string {
+// storage bound of each writable root, in bytes, and the runtime
+// (Spec.Runtime or the backend's default; "" is the engine's default, and
+// leaves the digest as it was before runtimes could be asked). Backends
+// record it on the sandbox and compare.
+func SpecDigest(image, workdir string, n domain.Networking, network string, rootBytes int64, runtime string) string {
 	hosts := make([]string, len(n.AllowedHosts))
 	for i, h := range n.AllowedHosts {
 		hosts[i] = strings.ToLower(h)
 	}
 	sort.Strings(hosts)
 	s := sha256.Sum256([]byte(image + "\x00" + workdir + "\x00" + string(n.Mode()) + "\x00" + strings.Join(hosts, ",") +
-		"\x00" + network + "\x00" + strconv.FormatInt(rootBytes, 10)))
+		"\x00" + network + "\x00" + strconv.FormatInt(rootBytes, 10) + runtimeSuffix(runtime)))
 	return hex.EncodeToString(s[:12])
+}
+
+// runtimeSuffix is what a runtime adds to SpecDigest's input: nothing for
+// the default.
+func runtimeSuffix(runtime string) string {
+	if runtime == "" {
+		return ""
+	}
+	return "\x00runtime=" + runtime
 }

@@ -240,6 +240,16 @@ type Spec struct {
 	// Hardening is the sandbox's confinement; see the package
 	// documentation for its zero value.
 	Hardening Hardening
+	// Runtime names the engine's OCI runtime the sandbox runs under: the
+	// platform's choice, per session, of how much it trusts the code.
+	// RuntimeRunsc (gVisor) puts a kernel of gVisor's own between the
+	// session's processes and the host's, which they never call directly.
+	// "" means the backend's default (for Docker, its Config.Runtime, else
+	// the engine's default, runc). A runtime the backend or engine does not
+	// offer is ErrRuntimeUnavailable: a backend never runs the sandbox
+	// under another one instead. It is part of what must match for
+	// Provision to adopt an existing sandbox (ErrSpecMismatch).
+	Runtime string
 	// Gate, when set, routes NetLimited egress through the egress gate.
 	Gate *GateSpec
 	// GateTokenRevoker is called by Reap before removal to revoke the
@@ -301,6 +311,9 @@ const (
 	// that sets none (defaults.SessionPidsLimit). It is what stops a fork
 	// bomb.
 	DefaultPidsLimit = defaults.SessionPidsLimit
+	// RuntimeRunsc is gVisor's runtime, the name scripts/runsc-up
+	// registers it under with Docker.
+	RuntimeRunsc = domain.RuntimeRunsc
 )
 
 // defaultMemoryBytes is the memory limit of a Hardening that sets none, in
@@ -324,6 +337,10 @@ var (
 	ErrSpecMismatch   = errors.New("sandbox: existing sandbox does not match the requested spec")
 	ErrSizeNotALength = errors.New("sandbox: size is not a length")
 	ErrInvalidEnv     = errors.New("sandbox: invalid environment")
+	// ErrRuntimeUnavailable: Spec.Runtime (or the backend's default) is
+	// not a runtime the engine offers, or not one the backend can use;
+	// nothing was made. Register it (scripts/runsc-up) or ask another.
+	ErrRuntimeUnavailable = domain.ErrRuntimeUnavailable
 	// ErrCommandTooLarge: ExecRequest.Command is longer than
 	// MaxCommandBytes; nothing ran.
 	ErrCommandTooLarge = errors.New("sandbox: command too large")

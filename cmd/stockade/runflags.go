@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/workflow"
@@ -41,6 +42,7 @@ type runFlags struct {
 	authHelper   *string
 	proxyCA      *string
 	verbose      *bool
+	runtime      *string
 	// openVEX is -openvex FILE, defined by the commands that scan
 	// (withOpenVEX); nil for the others.
 	openVEX *string
@@ -74,7 +76,20 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		proxyCA:      fs.String("proxy-ca", "", "PEM `FILE` of certificates acquisition trusts besides the image's, for a -proxy with a private CA"),
 		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
 		sarif:        fs.String("sarif", "", "also write the findings as a SARIF 2.1.0 log to `FILE`, for a code-scanning view (docs/REPORT.md); written whatever the outcome, an untrusted run marked unsuccessful"),
+		runtime:      fs.String("runtime", "", "the engine's OCI runtime `NAME` of the containers the repository's code runs in: runsc runs them under gVisor (registered with the engine: scripts/runsc-up); default $"+envRuntime+" when set, else the engine's default (runc)"),
 	}
+}
+
+// envRuntime names the variable that sets -runtime when the flag is not
+// given.
+const envRuntime = "STOCKADE_RUNTIME"
+
+// runtimeName returns -runtime, or $STOCKADE_RUNTIME when it is empty.
+func (f *runFlags) runtimeName() string {
+	if *f.runtime != "" {
+		return *f.runtime
+	}
+	return os.Getenv(envRuntime)
 }
 
 // withOpenVEX defines -openvex on fs, for a command whose report may hold
@@ -127,6 +142,9 @@ func (f *runFlags) check() error {
 	}
 	if _, err := f.private(); err != nil {
 		return err
+	}
+	if err := container.CheckRuntimeName(f.runtimeName()); err != nil {
+		return f.usagef("-runtime: %v", err)
 	}
 	for _, e := range strings.FieldsFunc(*f.proxy, func(r rune) bool { return r == ',' || r == '|' }) {
 		if u, err := url.Parse(strings.TrimSpace(e)); err == nil && u.User != nil {
@@ -228,6 +246,7 @@ func (f *runFlags) options(env *cmdEnv, args []string) (o workflow.Options, clea
 	if f.minAge != nil {
 		o.Cooldown.MinAge = *f.minAge
 	}
+	o.Runtime = f.runtimeName()
 	// Waiting is the one thing said off a terminal: a run that seems to
 	// hang should say why.
 	lockTimeout := o.LockTimeout

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"sort"
 	"strings"
 
@@ -90,6 +91,10 @@ type Spec struct {
 	// Aliases are DNS names the container has on Network (a user-defined
 	// network); empty gives none but its name.
 	Aliases []string
+	// Address is the container's fixed IPv4 address on Network (a
+	// user-defined network whose subnet holds it); the zero Addr lets the
+	// engine choose.
+	Address netip.Addr
 	// ExtraHosts are "name:address" lines added to the container's
 	// /etc/hosts; empty adds none.
 	ExtraHosts []string
@@ -104,6 +109,11 @@ type Spec struct {
 	// StopTimeout is how long the engine waits between SIGTERM and SIGKILL
 	// on stop, in seconds; 0 means 1.
 	StopTimeout int
+	// Runtime names the engine's OCI runtime for the container ("runsc":
+	// gVisor, a kernel of its own between the container and the host's);
+	// "" means the engine's default (runc). Check it with
+	// Runtimes.Check first: an engine without it refuses the create.
+	Runtime string
 }
 
 // Config returns the engine configuration for s: the hardening is applied
@@ -138,6 +148,9 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	}
 	if len(s.Aliases) > 0 && (network == "none" || network == "bridge") {
 		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: aliases need a user-defined network, not %q", ErrInvalidSpec, network)
+	}
+	if err := CheckRuntimeName(s.Runtime); err != nil {
+		return dockerapi.ContainerConfig{}, err
 	}
 	stop := s.StopTimeout
 	if stop <= 0 {
@@ -175,6 +188,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 			ShmSize:    64 << 20,
 			Ulimits:    ulimits(),
 			ExtraHosts: s.ExtraHosts,
+			Runtime:    s.Runtime,
 		},
 	}
 	if network == "none" {
@@ -185,8 +199,15 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 		// Code that listens and dials on loopback works as on a host.
 		cfg.HostConfig.Sysctls = map[string]string{"net.ipv6.conf.lo.disable_ipv6": "0"}
 	}
-	if len(s.Aliases) > 0 {
-		cfg.NetworkingConfig = &dockerapi.NetworkingConfig{EndpointsConfig: map[string]*dockerapi.EndpointSettings{network: {Aliases: s.Aliases}}}
+	if s.Address.IsValid() && (!s.Address.Is4() || network == "none" || network == "bridge") {
+		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: a fixed address needs an IPv4 address and a user-defined network, not %v on %q", ErrInvalidSpec, s.Address, network)
+	}
+	if len(s.Aliases) > 0 || s.Address.IsValid() {
+		ep := &dockerapi.EndpointSettings{Aliases: s.Aliases}
+		if s.Address.IsValid() {
+			ep.IPAMConfig = &dockerapi.EndpointIPAMConfig{IPv4Address: s.Address.String()}
+		}
+		cfg.NetworkingConfig = &dockerapi.NetworkingConfig{EndpointsConfig: map[string]*dockerapi.EndpointSettings{network: ep}}
 	}
 	seen := map[string]bool{}
 	for _, m := range s.Mounts {

@@ -63,6 +63,23 @@ import (
 // container's proxy variables.
 const Alias = "stockade-gate"
 
+// Address is the gate's fixed address on its gate network subnet: the
+// last address before the broadcast (a /28's .14), which the engine, that
+// hands out addresses from the bottom, gives no container behind it. A
+// gated container finds the gate there through a line of its /etc/hosts
+// (HostsLine), not through the engine's DNS: under gVisor the container's
+// own network stack never reaches the engine's resolver at 127.0.0.11.
+func Address(subnet netip.Prefix) netip.Addr {
+	a := subnet.Masked().Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n += 1<<(32-subnet.Bits()) - 2
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+}
+
+// HostsLine is the /etc/hosts line ("name:address", as the engine's
+// ExtraHosts take it) by which a gated container finds its gate at addr.
+func HostsLine(addr netip.Addr) string { return Alias + ":" + addr.String() }
+
 // SubnetBits is the prefix length of a gate network: 16 addresses, of
 // which the network, broadcast and (unassigned) gateway addresses leave 13
 // for the gate and the containers behind it.

@@ -182,3 +182,18 @@ func TestProxyEnvAt(t *testing.T) {
 		t.Errorf("ProxyEnv = %v", env)
 	}
 }
+
+func TestAddress(t *testing.T) {
+	for _, tc := range []struct{ subnet, want string }{
+		{"10.213.4.16/28", "10.213.4.30"},
+		{"10.213.4.0/28", "10.213.4.14"},
+		{"10.213.0.0/24", "10.213.0.254"},
+	} {
+		if got := Address(netip.MustParsePrefix(tc.subnet)); got.String() != tc.want {
+			t.Errorf("Address(%s) = %v; want %s", tc.subnet, got, tc.want)
+		}
+	}
+	if got := HostsLine(netip.MustParseAddr("10.0.0.14")); got != Alias+":10.0.0.14" {
+		t.Errorf("HostsLine = %q", got)
+	}
+}

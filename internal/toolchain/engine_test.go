@@ -195,7 +195,11 @@ func netHelper(t *testing.T) string {
 func TestExecute_NoNetwork(t *testing.T) {
 	t.Parallel()
 	eng := enginetest.Client(t)
-	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	executeNoNetwork(t, openRunner(t, eng, testImage(t, eng, false), nil))
+}
+
+// executeNoNetwork is TestExecute_NoNetwork on runner r.
+func executeNoNetwork(t *testing.T, r *Runner) {
 	src := t.TempDir()
 	b, err := os.ReadFile(netHelper(t))
 	if err != nil {
@@ -268,7 +272,11 @@ func netDevs(procNetDev string) []string {
 func TestExecute_SourceAndCacheReadOnly(t *testing.T) {
 	t.Parallel()
 	eng := enginetest.Client(t)
-	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	executeReadOnly(t, openRunner(t, eng, testImage(t, eng, false), nil))
+}
+
+// executeReadOnly is TestExecute_SourceAndCacheReadOnly on runner r.
+func executeReadOnly(t *testing.T, r *Runner) {
 	snap, err := r.Snapshot(context.Background(), sourceDir(t, map[string]string{"go.mod": "module m\n"}), SnapshotOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -688,7 +696,12 @@ func TestTool_IsolatedProfile(t *testing.T) {
 func TestExecute_BuildCacheFreshPerValidation(t *testing.T) {
 	t.Parallel()
 	eng := enginetest.Client(t)
-	r := openRunner(t, eng, testImage(t, eng, false), nil)
+	executeFreshCache(t, openRunner(t, eng, testImage(t, eng, false), nil))
+}
+
+// executeFreshCache is TestExecute_BuildCacheFreshPerValidation on runner
+// r.
+func executeFreshCache(t *testing.T, r *Runner) {
 	mustProbe(t, r)
 	ctx := context.Background()
 	seen := map[string]bool{}

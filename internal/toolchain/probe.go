@@ -90,6 +90,9 @@ func (r *Runner) Probe(ctx context.Context, extra ...string) error {
 		return fmt.Errorf("toolchain: probe: %w", err)
 	}
 	spec.Env = map[string]string{"PATH": image.GoPath}
+	// Execute's runtime: what it sees of the mounts is what must be
+	// checked (gVisor reaches them through its gofer).
+	spec.Runtime = r.cfg.Runtime
 	for i, d := range dirs {
 		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: fmt.Sprintf("%s/%d", base, i)})
 	}

@@ -157,6 +157,11 @@ func Open(ctx context.Context, eng Engine, o Options) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Never another runtime than the one asked.
+	var rts container.Runtimes
+	if err := rts.Check(ctx, eng, cfg.Runtime); err != nil {
+		return nil, fmt.Errorf("toolchain: %w", err)
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

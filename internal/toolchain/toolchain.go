@@ -210,6 +210,16 @@ type Config struct {
 	// Access is how acquisition reaches private modules; the zero value
 	// is public modules only.
 	Access ModuleAccess
+	// Runtime is the engine's OCI runtime of the containers the
+	// repository's code runs in: Execute's, and the probe that checks
+	// their mounts first. container.RuntimeRunsc runs them under gVisor
+	// (a kernel of its own between that code and the host's). The other
+	// profiles run only the go command's module subcommands or a pinned
+	// tool, and the run's gates Stockade's own program: they take the
+	// engine's default. Empty means the engine's default (runc). Open
+	// refuses a runtime the engine does not offer
+	// (container.ErrRuntimeUnavailable); nothing falls back to another.
+	Runtime string
 
 	// Owner, RunID and DataDirID label every container (label.Owner,
 	// label.Run, label.DataDir). A Runner sets them; NewSpec requires them.
@@ -313,6 +323,9 @@ func (c Config) Validate() error {
 		if err := checkGateHosts(c); err != nil {
 			return err
 		}
+	}
+	if err := container.CheckRuntimeName(c.Runtime); err != nil {
+		return configErr("Runtime", "%v", err)
 	}
 	for i, pr := range c.GateAllowPrivate {
 		if !pr.IsValid() || pr.Masked() != pr {
@@ -584,6 +597,7 @@ func NewSpec(cfg Config, job Job) (container.Spec, error) {
 			bind(m.Source, m.Target, false)
 		}
 		s.Network = "none"
+		s.Runtime = cfg.Runtime
 	case Tool:
 		bind(job.ModCache, ModCacheDir, true)
 		bind(job.Tools, ToolsDir, true)

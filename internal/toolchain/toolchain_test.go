@@ -528,3 +528,39 @@ func TestValidate_GateSettings(t *testing.T) {
 		t.Errorf("Validate with a private range = %v", err)
 	}
 }
+
+// TestNewSpec_Runtime: Config.Runtime is the runtime of Execute, where the
+// repository's code runs, and of no other profile (they run the go
+// command's module subcommands or a pinned tool); a name no engine could
+// mean is refused before any container exists.
+func TestNewSpec_Runtime(t *testing.T) {
+	jobs := []Job{
+		{Profile: Acquire, Cmd: []string{"go", "mod", "download"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", gateNet: "gn"},
+		{Profile: Mutate, Cmd: []string{"go", "mod", "tidy", "-modfile=/staging/go.mod"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc", Staging: "/d/st", gateNet: "gn"},
+		{Profile: Execute, Cmd: []string{"go"}, Source: "/d/src", ModCache: "/d/mc", BuildCache: "/d/bc"},
+		{Profile: Tool, Cmd: []string{"go", "install", "x@v1"}, ModCache: "/d/tmc", BuildCache: "/d/tbc", Tools: "/d/tbin", gateNet: "gn"},
+	}
+	cfg := testConfig()
+	cfg.Runtime = container.RuntimeRunsc
+	for _, job := range jobs {
+		s, err := NewSpec(cfg, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if job.Profile == Execute {
+			want = container.RuntimeRunsc
+		}
+		c, err := s.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Runtime != want || c.HostConfig.Runtime != want {
+			t.Errorf("%s: runtime %q (engine config %q); want %q", job.Profile, s.Runtime, c.HostConfig.Runtime, want)
+		}
+	}
+	cfg.Runtime = "runsc --debug"
+	if _, err := NewSpec(cfg, jobs[2]); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewSpec with Runtime %q = %v; want ErrInvalidConfig", cfg.Runtime, err)
+	}
+}

@@ -70,6 +70,10 @@ type Options struct {
 	// (toolchain.Config.Access): patterns, and credentials only the
 	// profiles that fetch see. The zero value is public modules only.
 	Access toolchain.ModuleAccess
+	// Runtime is the engine's OCI runtime of the containers the
+	// repository's code runs in (toolchain.Config.Runtime): "runsc" for
+	// gVisor; empty means the engine's default.
+	Runtime string
 	// Timeout bounds the workflow's main step: inspect's validation,
 	// scan's scanner, each of maintain's validations; zero means that
 	// workflow's default.

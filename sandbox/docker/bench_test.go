@@ -314,3 +314,116 @@ func BenchmarkAgent(b *testing.B) {
 		b.Run("provision-no-agent", func(b *testing.B) { provision(b, true) })
 	}
 }
+
+// BenchmarkRuntime measures, per runtime (the engine's default, runc, and
+// gVisor's runsc when the engine has it), in one run and interleaved
+// against drift in the load: Provision -> first Exec `true` -> Destroy
+// without a pool, Exec `true` through the agent, WriteFiles of 1,000
+// files, and what an idle session adds to the memory the engine's host
+// uses (idle-MiB, from /proc/meminfo around ten sandboxes). Run:
+//
+//	go test -run '^$' -bench BenchmarkRuntime -benchtime 10x ./sandbox/docker/
+func BenchmarkRuntime(b *testing.B) {
+	c := enginetest.Client(b)
+	img, owner := testImage(b, c), enginetest.Owner(b)
+	runtimes := []string{"runc", enginetest.Runsc(b, c)}
+	ctx := context.Background()
+	var files []sandbox.FileWrite
+	for i := 0; i < 1000; i++ {
+		files = append(files, sandbox.FileWrite{Path: fmt.Sprintf("/workspace/wf/d%d/f%d.txt", i%10, i), Data: []byte(fmt.Sprintf("file %d\n", i))})
+	}
+	providers := map[string]*Provider{}
+	sbs := map[string]sandbox.Sandbox{}
+	for _, rt := range runtimes {
+		p, err := New(Config{Owner: owner, Runtime: rt})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb, err := p.Provision(ctx, sandbox.Spec{SessionID: domain.ID("rt-" + rt), Image: img})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sb.Destroy(context.Background()) })
+		waitAgent(b, p, sb)
+		providers[rt], sbs[rt] = p, sb
+	}
+	for round := 0; round < 2; round++ {
+		for _, rt := range runtimes {
+			p, sb := providers[rt], sbs[rt]
+			b.Run("provision-exec-destroy/"+rt, func(b *testing.B) {
+				timed(b, func(i int) {
+					s, err := p.Provision(ctx, sandbox.Spec{SessionID: domain.ID(fmt.Sprintf("rt-ped-%s-%d-%d", rt, round, i)), Image: img})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res, err := s.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+						b.Fatal(res, err)
+					}
+					if err := s.Destroy(ctx); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+			b.Run("exec/"+rt, func(b *testing.B) {
+				timed(b, func(int) {
+					if res, err := sb.Exec(ctx, sandbox.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+						b.Fatal(res, err)
+					}
+				})
+			})
+			b.Run("writefiles-1000/"+rt, func(b *testing.B) {
+				timed(b, func(int) {
+					if err := sb.WriteFiles(ctx, files); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+		}
+	}
+	for _, rt := range runtimes {
+		b.Run("idle-memory/"+rt, func(b *testing.B) {
+			const n = 10
+			for i := 0; i < b.N; i++ {
+				before := memUsed(b)
+				var made []sandbox.Sandbox
+				for j := 0; j < n; j++ {
+					s, err := providers[rt].Provision(ctx, sandbox.Spec{SessionID: domain.ID(fmt.Sprintf("rt-idle-%s-%d-%d", rt, i, j)), Image: img})
+					if err != nil {
+						b.Fatal(err)
+					}
+					waitAgent(b, providers[rt], s)
+					made = append(made, s)
+				}
+				time.Sleep(2 * time.Second)
+				b.ReportMetric(float64(memUsed(b)-before)/n/(1<<20), "idle-MiB")
+				for _, s := range made {
+					s.Destroy(ctx)
+				}
+			}
+		})
+	}
+}
+
+// memUsed is MemTotal - MemAvailable of the host, in bytes.
+func memUsed(b *testing.B) int64 {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		b.Skip(err)
+	}
+	var total, avail int64
+	for _, l := range bytes.Split(raw, []byte("\n")) {
+		f := bytes.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		n, _ := strconv.ParseInt(string(f[1]), 10, 64)
+		switch string(f[0]) {
+		case "MemTotal:":
+			total = n << 10
+		case "MemAvailable:":
+			avail = n << 10
+		}
+	}
+	return total - avail
+}

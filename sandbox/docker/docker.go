@@ -34,6 +34,10 @@
 //     atomic rename (docs/design/warm-pool.md).
 //   - Provision refuses an image with a VOLUME outside the writable places
 //     (sandbox.ErrUnsupportedImage) and replaces its ENTRYPOINT.
+//   - Spec.Runtime (or Config.Runtime) names the engine's OCI runtime of the
+//     session's container: sandbox.RuntimeRunsc runs it under gVisor;
+//     Provision refuses a runtime the engine lacks
+//     (sandbox.ErrRuntimeUnavailable), never falling back to runc.
 package docker
 
 import (
@@ -135,6 +139,14 @@ type Config struct {
 	// is gone, hangs or breaks its protocol; the contract suite passes
 	// both ways (and with the agent killed by the session between cases).
 	NoAgent bool
+	// Runtime is the engine's OCI runtime of every sandbox whose Spec names
+	// none (sandbox.Spec.Runtime): sandbox.RuntimeRunsc runs them under
+	// gVisor. Empty means the engine's default (runc). Only the session's
+	// container takes it: its keeper and its gate run Stockade's own
+	// programs, never the session's code, under the engine's default. A
+	// runtime the engine does not offer makes Provision fail with
+	// sandbox.ErrRuntimeUnavailable.
+	Runtime string
 	// Pool keeps sandboxes of the specs it names made and started ahead of
 	// Provision (see PoolConfig and pool.go); the zero value keeps none,
 	// and every Provision creates its sandbox. Close removes the pool.
@@ -196,6 +208,9 @@ type Provider struct {
 	restarts backend.Restarts    // the backstop restarts of each sandbox
 	oom      container.OOMRecord // oom_kill counts attributed, by container ID
 	warm     *warmPool           // Config.Pool (pool.go); nil: none
+
+	runtime  string             // Config.Runtime
+	runtimes container.Runtimes // the engine's, as seen
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -232,13 +247,16 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Pool.check(); err != nil {
 		return nil, err
 	}
+	if err := container.CheckRuntimeName(cfg.Runtime); err != nil {
+		return nil, fmt.Errorf("docker: Config.Runtime: %w", err)
+	}
 	out := cfg.GateNetwork
 	if out == "" {
 		out = "bridge"
 	}
 	return &Provider{eng: c, owner: owner, log: log, revokers: sandbox.Revokers{Default: cfg.GateTokenRevoker}, pool: pool,
 		gateOut: out, engineHost: c.Host(), gatePrivate: private, gateHosts: slices.Clone(cfg.GateExtraHosts), gateAny: cfg.GateUnrestricted, images: c, gateCache: cfg.GateCacheDir, gateImg: cfg.GateImage,
-		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool)}, nil
+		agent: agentState{off: cfg.NoAgent}, warm: newWarmPool(cfg.Pool), runtime: cfg.Runtime}, nil
 }
 
 // Owner returns the owner label value the provider uses.
@@ -392,6 +410,15 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		}
 		network = p.gateNetName(spec.SessionID)
 	}
+	rt := c.Runtime
+	if rt == "" {
+		rt = p.runtime
+	}
+	// Never another runtime than the one asked: one the engine lacks is
+	// refused here, before anything is made.
+	if err := p.runtimes.Check(ctx, p.eng, rt); err != nil {
+		return nil, fmt.Errorf("docker: session %s: %w", spec.SessionID, err)
+	}
 	var capAdd []string
 	if !slices.Contains(c.CapDrop, "ALL") {
 		for _, cp := range dockerDefaultCaps {
@@ -413,7 +440,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	}
 	perRoot := c.StorageBytes / int64(len(c.Roots))
 	r := &resolved{spec: spec, workdir: c.Workdir, roots: c.Roots, uid: c.UID, network: network,
-		digest: sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, network, perRoot), keepName: p.keeperName(spec.SessionID),
+		digest: sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, network, perRoot, rt), keepName: p.keeperName(spec.SessionID),
 		keepWant: p.labels(spec.SessionID)}
 	for _, root := range c.Roots {
 		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, c.UID))
@@ -421,7 +448,7 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 	name := p.containerName(spec.SessionID)
 	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), c.UID)
 	r.cfg.Labels[label.Spec] = r.digest
-	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd = spec.Image, c.Env, c.Workdir, network, capAdd
+	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd, r.cfg.Runtime = spec.Image, c.Env, c.Workdir, network, capAdd, rt
 	r.cfg.Limits = container.Limits{NanoCPUs: lim.NanoCPUs, MemoryBytes: c.MemoryBytes, PidsLimit: c.PidsLimit}.Or(r.cfg.Limits)
 	r.keeper = container.KeeperSpec(p.owner, string(spec.SessionID))
 	r.keeper.Image = spec.Image
@@ -601,6 +628,11 @@ func (p *Provider) create(ctx context.Context, r *resolved, cfg dockerapi.Contai
 		if err := p.ensureGate(ctx, r, m); err != nil {
 			return nil, false, err
 		}
+		addr, err := p.gateAddress(ctx, r)
+		if err != nil {
+			return nil, false, err
+		}
+		cfg.HostConfig.ExtraHosts = append(slices.Clip(cfg.HostConfig.ExtraHosts), egress.HostsLine(addr))
 	case r.network != "none":
 		m.network = true
 		if _, err := p.networkFor(ctx); err != nil {
@@ -875,8 +907,11 @@ func (p *Provider) adopt(ctx context.Context, r *resolved, c dockerapi.Container
 		if c.Config.WorkingDir != r.workdir {
 			diffs = append(diffs, fmt.Sprintf("workdir %q, asked %q", c.Config.WorkingDir, r.workdir))
 		}
+		if got := c.HostConfig.Runtime; got != r.cfg.Runtime && (r.cfg.Runtime != "" || got != "runc") {
+			diffs = append(diffs, fmt.Sprintf("runtime %q, asked %q", got, r.cfg.Runtime))
+		}
 		if len(diffs) == 0 {
-			diffs = append(diffs, "networking or storage bound differs")
+			diffs = append(diffs, "networking, storage bound or runtime differs")
 		}
 		return nil, fmt.Errorf("docker: session %s: %w: %s", r.spec.SessionID, sandbox.ErrSpecMismatch, strings.Join(diffs, "; "))
 	}

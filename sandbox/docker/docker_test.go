@@ -125,6 +125,20 @@ func TestContractPool(t *testing.T) {
 	}
 }
 
+// TestContract_Runsc runs the contract suite with every session under
+// gVisor (Config.Runtime runsc), with the resident agent and the egress
+// gate, and gVisor's documented differences (runscDifferences). It runs
+// where the engine has the runtime (scripts/runsc-up), and fails without
+// it under STOCKADE_REQUIRE_RUNSC=1 (CI's runsc leg). The warm pool under
+// gVisor is TestRunsc_Kernel's.
+func TestContract_Runsc(t *testing.T) {
+	contract(t, contractRun{runtime: enginetest.Runsc(t, enginetest.Client(t))})
+}
+
+// runscDifferences are what the contract suite observes otherwise under
+// gVisor than under runc (see sandboxtest.KernelDifferences).
+var runscDifferences = sandboxtest.KernelDifferences{PidsLimitHidden: true, OOMEndsSandbox: true, FloodBytes: 256 << 20}
+
 // warmFirst is a provider whose Provision waits for its pool to be full.
 type warmFirst struct{ *Provider }
 
@@ -153,6 +167,8 @@ type contractRun struct {
 	disrupt func(t *testing.T, p *Provider, sb sandbox.Sandbox)
 	// image, when set, makes the image the sessions run; nil is testImage.
 	image func(t *testing.T, c *dockerapi.Client, owner string) string
+	// runtime is the providers' Config.Runtime; "" is the engine's default.
+	runtime string
 }
 
 // contract runs the suite on a gated provider as o says. It returns the
@@ -168,6 +184,7 @@ func contract(t *testing.T, o contractRun) *Provider {
 	u := enginetest.StartUpstream(t, c, owner)
 	cfg := gateConfig(u, owner)
 	cfg.NoAgent = noAgent
+	cfg.Runtime = o.runtime
 	if pool {
 		cfg.Pool = PoolConfig{Size: 1, Specs: sandboxtest.Specs(img)}
 	}
@@ -203,6 +220,9 @@ func contract(t *testing.T, o contractRun) *Provider {
 		Leftovers:       leftovers(c, owner),
 		EntrypointImage: enginetest.DerivedImage(t, c, owner, img, enginetest.ImageChanges{Entrypoint: []string{"/bin/true"}}),
 		VolumeImage:     enginetest.DerivedImage(t, c, owner, img, enginetest.ImageChanges{Volumes: []string{"/data"}, Dirs: []enginetest.Dir{{Path: "/data", Mode: 0o1777}}}),
+	}
+	if o.runtime == "runsc" {
+		h.Kernel = runscDifferences
 	}
 	if pool {
 		h.Provider = warmFirst{p}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/stockade/stockade/domain"
@@ -163,6 +164,7 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 		}
 		spec := r.gate
 		spec.Env = st.Env()
+		spec.Address = egress.Address(r.gateSubnet)
 		var token string
 		if r.minter != nil {
 			token = r.minter.Generate()
@@ -191,6 +193,23 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 		return settled, p.waitGate(ctx, cid, r.gateName)
 	}
 	return adoptOrCreate(ctx, r.gateName, maxProvisionAttempts, 20*time.Millisecond, look, create)
+}
+
+// gateAddress is where session r's sandbox finds its gate: the gate's
+// address on the gate network (egress.Address since gates have a fixed
+// one), which the sandbox's /etc/hosts names (egress.HostsLine). The name
+// is not left to the engine's DNS, which a sandbox under gVisor cannot
+// reach (its network stack is gVisor's own, where 127.0.0.11 is nobody).
+func (p *Provider) gateAddress(ctx context.Context, r *resolved) (netip.Addr, error) {
+	c, err := p.eng.ContainerInspect(ctx, r.gateName)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("docker: inspect gate %s: %w", r.gateName, err)
+	}
+	a, err := netip.ParseAddr(c.NetworkSettings.Networks[r.gateNet].IPAddress)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("docker: gate %s has no address on %s: %w", r.gateName, r.gateNet, ErrGateDown)
+	}
+	return a, nil
 }
 
 // waitGate waits until the gate cid answers ready (egress.WaitReady).

@@ -62,6 +62,9 @@ type HostConfig struct {
 	Sysctls        map[string]string `json:"Sysctls,omitempty"` // namespaced kernel parameters, such as net.ipv6.conf.lo.disable_ipv6
 	OomKillDisable *bool             `json:"OomKillDisable,omitempty"`
 	RestartPolicy  *RestartPolicy    `json:"RestartPolicy,omitempty"`
+	// Runtime names the OCI runtime of the container, one of Info's
+	// Runtimes; "" means the engine's default (runc).
+	Runtime string `json:"Runtime,omitempty"`
 }
 
 // Mount is a HostConfig mount: Type "bind", "volume" or "tmpfs".
@@ -121,6 +124,14 @@ type EndpointSettings struct {
 	Aliases   []string `json:"Aliases,omitempty"`
 	NetworkID string   `json:"NetworkID,omitempty"`
 	IPAddress string   `json:"IPAddress,omitempty"`
+	// IPAMConfig asks a fixed address (on a network whose subnet was
+	// given at its create); nil lets the engine choose.
+	IPAMConfig *EndpointIPAMConfig `json:"IPAMConfig,omitempty"`
+}
+
+// EndpointIPAMConfig is an attachment's fixed address.
+type EndpointIPAMConfig struct {
+	IPv4Address string `json:"IPv4Address,omitempty"`
 }
 
 // ContainerCreate creates a container named name ("" lets the engine pick)

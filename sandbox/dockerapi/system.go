@@ -68,6 +68,17 @@ type Info struct {
 	MemoryLimit     bool     `json:"MemoryLimit"`
 	SwapLimit       bool     `json:"SwapLimit"`
 	KernelVersion   string   `json:"KernelVersion"`
+	// Runtimes are the OCI runtimes the engine can start containers with,
+	// by name (HostConfig.Runtime); DefaultRuntime is the one a container
+	// that names none gets.
+	Runtimes       map[string]RuntimeInfo `json:"Runtimes"`
+	DefaultRuntime string                 `json:"DefaultRuntime"`
+}
+
+// RuntimeInfo is one of Info's Runtimes.
+type RuntimeInfo struct {
+	Path string   `json:"path"` // the runtime's binary
+	Args []string `json:"runtimeArgs,omitempty"`
 }
 
 // Info returns system-wide information.

@@ -327,6 +327,10 @@ func (p *Provider) resolve(spec sandbox.Spec) (*resolved, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
+	if c.Runtime != "" {
+		// The pods' runtime is the cluster's, through Config.RuntimeClassName.
+		return nil, fmt.Errorf("kubernetes: runtime %q: this backend runs every pod under Config.RuntimeClassName (%q): %w", c.Runtime, p.cfg.RuntimeClassName, sandbox.ErrRuntimeUnavailable)
+	}
 	switch mode := spec.Networking.Mode(); {
 	case mode == domain.NetLimited && spec.Gate == nil:
 		return nil, fmt.Errorf("kubernetes: networking %q needs a Gate (egress only through the gate): %w", mode, sandbox.ErrNetworkingUnsupported)
@@ -348,7 +352,7 @@ func (p *Provider) resolve(spec sandbox.Spec) (*resolved, error) {
 	}
 	r.pod = p.pod(r, c)
 	// The gate's digest stands where sandbox/docker puts the network.
-	r.digest = sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, r.gateDigest, c.StorageBytes/int64(len(c.Roots)))
+	r.digest = sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, r.gateDigest, c.StorageBytes/int64(len(c.Roots)), "")
 	r.pod.Annotations[label.Spec] = r.digest
 	return r, nil
 }
