@@ -237,7 +237,7 @@ type proc struct {
 	cmd   *exec.Cmd
 	pty   *os.File   // the terminal's master, when it has one
 	pipes []*os.File // what the pumps read: the pipes' read ends, or pty
-	stdin *os.File // the write end of its stdin pipe, or pty
+	stdin *os.File   // the write end of its stdin pipe, or pty
 	cap   int64
 
 	mu       sync.Mutex
