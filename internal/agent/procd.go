@@ -163,14 +163,14 @@ func (d *Daemon) ServeConn(rw io.ReadWriteCloser) error {
 				return fmt.Errorf("%w: id %d in use", ErrProtocol, f.id)
 			}
 			var p *proc
-			var from int64
+			a := &attachment{c: c, id: f.id, credit: OutputWindow, granted: time.Now()}
 			if f.typ == TypeStart {
 				var req StartRequest
 				if err := json.Unmarshal(f.payload, &req); err != nil {
 					c.refuse(f.id, "bad request: "+err.Error())
 					continue
 				}
-				if p, err = d.start(req); err != nil {
+				if p, err = d.start(req, a); err != nil {
 					c.refuse(f.id, err.Error())
 					continue
 				}
@@ -184,9 +184,9 @@ func (d *Daemon) ServeConn(rw io.ReadWriteCloser) error {
 					c.refuse(f.id, "no such process")
 					continue
 				}
-				from = max(req.From, 0)
+				a.next = max(req.From, 0)
 			}
-			d.attach(c, f.id, p, from)
+			d.attach(a, p)
 		case TypeStdin, TypeEOF:
 			if a != nil {
 				if err := a.p.write(a, f.typ == TypeEOF, f.payload); err != nil {
@@ -220,8 +220,9 @@ type attachment struct {
 	p        *proc
 	next     int64 // the offset of the next byte to send
 	credit   int64
-	detached bool // by the host ('X' Detached follows)
-	gone     bool // the connection ended
+	granted  time.Time // when the host last granted credit
+	detached bool      // by the host ('X' Detached follows)
+	gone     bool      // the connection ended
 }
 
 // chunk is a piece of a process's buffered output.
@@ -270,8 +271,9 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// start starts a process from req.
-func (d *Daemon) start(req StartRequest) (*proc, error) {
+// start starts a process from req, with a as its first reader from its
+// first byte.
+func (d *Daemon) start(req StartRequest, a *attachment) (*proc, error) {
 	switch {
 	case len(req.Argv) == 0:
 		return nil, errors.New("no command")
@@ -285,7 +287,8 @@ func (d *Daemon) start(req StartRequest) (*proc, error) {
 			return nil, fmt.Errorf("%s is reserved", markerEnv)
 		}
 	}
-	p := &proc{d: d, cap: req.OutputCap, bufCap: req.BufferBytes, readers: map[*attachment]bool{}}
+	p := &proc{d: d, cap: req.OutputCap, bufCap: req.BufferBytes, readers: map[*attachment]bool{a: true}}
+	a.p = p
 	if p.bufCap == 0 {
 		p.bufCap = DefaultBuffer
 	}
@@ -462,24 +465,19 @@ func (p *proc) add(typ byte, b []byte) {
 			return
 		}
 	}
-	var deadline time.Time
 	for p.buffered+len(b) > p.bufCap && len(p.chunks) > 0 {
 		first := p.chunks[0]
-		if p.behind(first.off+int64(len(first.b))) && p.end == nil {
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(StallGrace)
-				t := time.AfterFunc(StallGrace, func() {
-					p.mu.Lock()
-					p.cond.Broadcast()
-					p.mu.Unlock()
-				})
-				defer t.Stop()
-			}
-			if now.Before(deadline) {
-				p.cond.Wait()
-				continue
-			}
+		if p.end == nil && p.behind(first.off+int64(len(first.b))) {
+			// A reader that reads has not sent the oldest bytes yet: wait
+			// for it (checking again at least every StallGrace).
+			t := time.AfterFunc(StallGrace, func() {
+				p.mu.Lock()
+				p.cond.Broadcast()
+				p.mu.Unlock()
+			})
+			p.cond.Wait()
+			t.Stop()
+			continue
 		}
 		p.chunks = p.chunks[1:]
 		p.buffered -= len(first.b)
@@ -498,11 +496,12 @@ func (p *proc) add(typ byte, b []byte) {
 	p.cond.Broadcast()
 }
 
-// behind reports whether an attached reader has not sent the bytes before
-// off; p.mu is held.
+// behind reports whether a reader that reads (it has credit, or was
+// granted some within StallGrace) has not sent the bytes before off; p.mu
+// is held.
 func (p *proc) behind(off int64) bool {
 	for a := range p.readers {
-		if a.next < off && !a.gone && !a.detached {
+		if a.next < off && !a.gone && !a.detached && (a.credit > 0 || time.Since(a.granted) < StallGrace) {
 			return true
 		}
 	}
@@ -696,6 +695,7 @@ func (p *proc) stdinLoop() {
 func (p *proc) credit(a *attachment, n int64) {
 	p.mu.Lock()
 	a.credit += n
+	a.granted = time.Now()
 	p.cond.Broadcast()
 	p.mu.Unlock()
 }
@@ -748,22 +748,27 @@ func (p *proc) snapshot() ProcessInfo {
 	return p.info
 }
 
-// attach streams p on c's id from offset from.
-func (d *Daemon) attach(c *dconn, id uint32, p *proc, from int64) {
-	a := &attachment{c: c, id: id, p: p, next: from, credit: OutputWindow}
+// attach streams p on a (its connection, id and offset set).
+func (d *Daemon) attach(a *attachment, p *proc) {
+	a.p = p
+	c := a.c
 	c.mu.Lock()
 	if c.gone {
 		c.mu.Unlock()
+		p.detach(a, false)
+		p.mu.Lock()
+		delete(p.readers, a)
+		p.mu.Unlock()
 		return
 	}
-	c.atts[id] = a
+	c.atts[a.id] = a
 	c.mu.Unlock()
 	p.mu.Lock()
 	p.readers[a] = true
 	info := p.info
 	p.mu.Unlock()
 	b, _ := json.Marshal(info)
-	c.send(TypeAttached, id, b)
+	c.send(TypeAttached, a.id, b)
 	go p.stream(a)
 }
 

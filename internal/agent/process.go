@@ -65,11 +65,13 @@ package agent
 //
 // The daemon reads every process's output as it comes into a buffer of
 // BufferBytes (StartRequest.BufferBytes, at most MaxBuffer) and streams
-// from there. A process never waits on the host for long: when the buffer
-// is full and an attached host has not read its oldest bytes, the process
-// waits (its pipe fills) at most StallGrace for the host, then the oldest
-// bytes are dropped and counted; with no host attached they are dropped
-// at once. The host holds at most OutputWindow bytes per id, since it
+// from there. When the buffer is full and an attached host that reads has
+// not been sent its oldest bytes, the process waits (its pipe fills): a
+// reader that reads gets the stream whole, however slow the channel. A
+// host that stopped reading (no credit left, none granted for StallGrace)
+// does not hold the process: the oldest bytes are dropped and counted;
+// with no host attached they are dropped at once. The host holds at most
+// OutputWindow bytes per id, since it
 // grants credit only as its reader takes events. Processes are bounded by
 // MaxProcesses running; ended ones are kept (for Wait and Attach) up to
 // MaxEnded, the oldest forgotten first.
@@ -113,7 +115,7 @@ const (
 	MaxInfo = MaxStart + 4<<10
 	// OutputWindow is the output credit of a fresh id, in bytes: what the
 	// host holds at most per attached process.
-	OutputWindow = 256 << 10
+	OutputWindow = 1 << 20
 	// StdinWindow bounds the stdin bytes in flight per process.
 	StdinWindow = 256 << 10
 	// DefaultBuffer is a process's output buffer when the request sets
@@ -127,7 +129,7 @@ const (
 	MaxEnded = 256
 	// StallGrace is how long a process waits for an attached host that
 	// does not read before its oldest buffered output is dropped.
-	StallGrace = time.Second
+	StallGrace = 10 * time.Second
 	// DrainGrace is how long the daemon reads a process's output after
 	// its main process exited, for children that keep its pipes open;
 	// then the pipes are closed and the process has ended.

@@ -190,6 +190,8 @@ func Run(t *testing.T, h Harness) {
 		{"Files/WriteRaceStaysInside", testWriteRace},
 		{"Export", testExport},
 		{"Export/ForgedArchiveRefused", testExportForged},
+		{"Processes", testProcesses},
+		{"Processes/GoneWithSandbox", testProcessGone},
 		{"Attach", testAttach},
 		{"OwnedAndReap", testOwnedReap},
 	} {
