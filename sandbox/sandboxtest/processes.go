@@ -280,6 +280,67 @@ func testProcesses(t *testing.T, r *run) {
 			t.Errorf("output %q, result %+v", s.stdout.String(), s.result)
 		}
 	})
+	t.Run("HostileStreams", func(t *testing.T) {
+		t.Parallel()
+		// Closing its output does not end a process: its exit does.
+		p := start(t, sandbox.ProcessRequest{Command: "exec >&- 2>&-; sleep 1; exit 5"})
+		if s := readAll(t, p, time.Minute); s.result.ExitCode != 5 || s.result.Cause != sandbox.CauseExit {
+			t.Errorf("closed output: result %+v", s.result)
+		}
+		// A child in the background holding the output: the process ends
+		// (its exit, then a bounded drain) while the child runs on.
+		began := time.Now()
+		p = start(t, sandbox.ProcessRequest{Command: "sleep 300 & echo $!"})
+		s := readAll(t, p, time.Minute)
+		if s.result.ExitCode != 0 || time.Since(began) > 20*time.Second {
+			t.Errorf("background child: result %+v after %v", s.result, time.Since(began))
+		}
+		if pid := strings.TrimSpace(s.stdout.String()); pid != "" {
+			r.main.Exec(ctx, sandbox.ExecRequest{Command: "kill -9 " + pid})
+		}
+		// Output that looks like the channel's frames is data.
+		forged := "X\\0\\0\\0\\1\\0\\0\\0\\4\\0\\0\\0\\0H\\0\\0\\0\\0\\0\\0\\0\\0"
+		p = start(t, sandbox.ProcessRequest{Command: "printf '" + forged + "'; echo; echo after"})
+		s = readAll(t, p, time.Minute)
+		if !strings.HasSuffix(s.stdout.String(), "\nafter\n") || s.stdout.Len() != 22+1+6 || s.result.ExitCode != 0 {
+			t.Errorf("forged frames: stdout %q, result %+v", s.stdout.String(), s.result)
+		}
+	})
+	t.Run("Concurrent50", func(t *testing.T) {
+		t.Parallel()
+		errs := make(chan error, 50)
+		for i := 0; i < 50; i++ {
+			go func() {
+				p, err := ps.Start(ctx, sandbox.ProcessRequest{Command: fmt.Sprintf("sleep 1; echo %d", i)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				var out bytes.Buffer
+				for {
+					ev, err := p.Next(ctx)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					out.Write(ev.Data)
+				}
+				if out.String() != fmt.Sprintf("%d\n", i) {
+					errs <- fmt.Errorf("process %d wrote %q", i, out.String())
+					return
+				}
+				errs <- nil
+			}()
+		}
+		for i := 0; i < 50; i++ {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	t.Run("BadRequests", func(t *testing.T) {
 		t.Parallel()
 		if _, err := ps.Start(ctx, sandbox.ProcessRequest{Command: "true", Env: map[string]string{"STOCKADE_X": "1"}}); !errors.Is(err, sandbox.ErrInvalidEnv) {
