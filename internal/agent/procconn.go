@@ -49,34 +49,8 @@ type ProcConn struct {
 // late, malformed or not of ProcVersion closes the channel and is an
 // error.
 func OpenProcs(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer) (*ProcConn, error) {
-	got := make(chan error, 1)
-	go func() {
-		f, err := readFrame(r, procHostBound)
-		if err == nil {
-			var h Hello
-			switch {
-			case f.typ != TypeHello || f.id != 0:
-				err = fmt.Errorf("%w: first frame %q, want hello", ErrProtocol, f.typ)
-			case json.Unmarshal(f.payload, &h) != nil:
-				err = fmt.Errorf("%w: bad hello", ErrProtocol)
-			case h.Version != ProcVersion:
-				err = fmt.Errorf("%w: the process daemon speaks version %d, want %d", ErrProtocol, h.Version, ProcVersion)
-			}
-		} else if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("%w: ended before its hello", ErrGone)
-		}
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		if err != nil {
-			closer.Close()
-			return nil, fmt.Errorf("agent: %w", err)
-		}
-	case <-ctx.Done():
-		closer.Close()
-		<-got
-		return nil, fmt.Errorf("agent: waiting for the process daemon's hello: %w", ctx.Err())
+	if _, err := readHello(ctx, r, closer, procHostBound, ProcVersion, ProcVersion); err != nil {
+		return nil, err
 	}
 	c := &ProcConn{w: w, closer: closer, queue: make(chan []byte, procQueue), handles: map[uint32]*Proc{},
 		lists: map[uint32]chan []byte{}, dead: make(chan struct{})}
@@ -271,17 +245,24 @@ func (c *ProcConn) Attach(ctx context.Context, req AttachRequest) (*Proc, error)
 	return c.open(ctx, TypeAttach, b)
 }
 
-func (c *ProcConn) open(ctx context.Context, typ byte, payload []byte) (*Proc, error) {
+// reserve takes a fresh id and records it with c.mu held (add); an ended
+// channel is its error.
+func (c *ProcConn) reserve(add func(id uint32)) (uint32, error) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.err != nil {
-		err := c.err
-		c.mu.Unlock()
-		return nil, err
+		return 0, c.err
 	}
 	c.next++
-	h := &Proc{c: c, id: c.next, attached: make(chan struct{}), notify: make(chan struct{}, 1), inNotify: make(chan struct{}, 1)}
-	c.handles[h.id] = h
-	c.mu.Unlock()
+	add(c.next)
+	return c.next, nil
+}
+
+func (c *ProcConn) open(ctx context.Context, typ byte, payload []byte) (*Proc, error) {
+	h := &Proc{c: c, attached: make(chan struct{}), notify: make(chan struct{}, 1), inNotify: make(chan struct{}, 1)}
+	if _, err := c.reserve(func(id uint32) { h.id = id; c.handles[id] = h }); err != nil {
+		return nil, err
+	}
 	if err := c.send(ctx, typ, h.id, payload); err != nil {
 		c.forget(h.id)
 		return nil, err
@@ -290,7 +271,9 @@ func (c *ProcConn) open(ctx context.Context, typ byte, payload []byte) (*Proc, e
 	case <-h.attached:
 	case <-ctx.Done():
 		// The daemon may attach it yet: detach whatever it attaches.
-		c.send(context.Background(), TypeDetach, h.id, nil)
+		dctx, cancel := context.WithTimeout(context.Background(), PingInterval)
+		c.send(dctx, TypeDetach, h.id, nil)
+		cancel()
 		return nil, ctx.Err()
 	}
 	if h.refused != nil {
@@ -314,16 +297,10 @@ func (c *ProcConn) forget(id uint32) {
 // List lists the daemon's processes.
 func (c *ProcConn) List(ctx context.Context) ([]ProcessInfo, error) {
 	ch := make(chan []byte, 1)
-	c.mu.Lock()
-	if c.err != nil {
-		err := c.err
-		c.mu.Unlock()
+	id, err := c.reserve(func(id uint32) { c.lists[id] = ch })
+	if err != nil {
 		return nil, err
 	}
-	c.next++
-	id := c.next
-	c.lists[id] = ch
-	c.mu.Unlock()
 	if err := c.send(ctx, TypeList, id, nil); err != nil {
 		return nil, err
 	}
