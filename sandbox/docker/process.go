@@ -75,6 +75,20 @@ func (b *box) procConn(ctx context.Context) (*agent.ProcConn, error) {
 	return c, nil
 }
 
+// forgetProcs closes container id's process channel (the container is
+// removed); its processes went with it.
+func (p *Provider) forgetProcs(id string) {
+	if v, ok := procSlots.LoadAndDelete(procKey{p, id}); ok {
+		s := v.(*procSlot)
+		s.mu.Lock()
+		c := s.conn
+		s.mu.Unlock()
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
 // openProcs runs the relay in b and opens the channel through it.
 func (b *box) openProcs(ctx context.Context) (*agent.ProcConn, error) {
 	lctx, cancel := context.WithTimeout(ctx, procOpenBudget)
