@@ -81,6 +81,11 @@ func until(t *testing.T, p sandbox.Process, want string) string {
 // testProcesses checks the interactive processes of the main sandbox, or
 // that a backend without them says so.
 func testProcesses(t *testing.T, r *run) {
+	if r.h.Disrupt != nil {
+		// The disruption kills the exec agent, which processes do not use:
+		// the undisrupted run covers them, in CI's budget.
+		t.Skip("processes do not go through the exec agent")
+	}
 	ctx, cancel := r.ctx()
 	t.Cleanup(cancel) // the parallel cases run after this function returns
 	ps, err := sandbox.ProcessesOf(r.main)
