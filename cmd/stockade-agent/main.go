@@ -55,7 +55,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = derr
 			break
 		}
-		err = agent.Relay(c, stdin, stdout)
+		in, out := stdin, stdout
+		if in == io.Reader(os.Stdin) {
+			in = pollable(0)
+		}
+		if out == io.Writer(os.Stdout) {
+			out = pollable(1)
+		}
+		err = agent.Relay(c, in, out)
 	case len(args) == 1 && args[0] == "procd":
 		signal.Ignore(syscall.SIGHUP)
 		err = agent.NewDaemon(os.Environ()).Listen(ctx, agent.ProcSocket(os.Getuid()))
@@ -81,4 +88,13 @@ func self(args ...string) *exec.Cmd {
 		exe = "/proc/self/exe"
 	}
 	return &exec.Cmd{Path: exe, Args: append([]string{exe}, args...), Dir: "/"}
+}
+
+// pollable returns the file of standard descriptor fd in Go's poller: with
+// one thread for Go code, a read blocked in a plain syscall holds that
+// thread until the runtime takes it back (up to milliseconds), which every
+// relayed frame would wait for.
+func pollable(fd int) *os.File {
+	syscall.SetNonblock(fd, true)
+	return os.NewFile(uintptr(fd), "relay")
 }
