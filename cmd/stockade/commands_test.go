@@ -52,6 +52,10 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"inspect -openvex without a database", []string{"inspect", "-openvex", filepath.Join(t.TempDir(), "v.json"), t.TempDir()}, exitUnsupported, "-openvex needs a vulnerability database", ""},
 		{"scan -openvex into a missing directory", []string{"scan", "-vulndb", "/db", "-openvex", "/nonexistent/v.json", t.TempDir()}, exitUnsupported, "its directory does not exist", ""},
 		{"scan -openvex naming a directory", []string{"scan", "-vulndb", "/db", "-openvex", t.TempDir(), t.TempDir()}, exitUnsupported, "is not a regular file", ""},
+		{"maintain -sarif into a missing directory", []string{"maintain", "-sarif", "/nonexistent/m.sarif", t.TempDir()}, exitUnsupported, "-sarif /nonexistent/m.sarif: its directory does not exist", ""},
+		{"maintain -each with -group", []string{"maintain", "-each", "-group", t.TempDir()}, exitUnsupported, "-group proposes them together", ""},
+		{"maintain -min-age negative", []string{"maintain", "-min-age", "-1h", t.TempDir()}, exitUnsupported, "-min-age must not be negative", ""},
+		{"scan has no -min-age", []string{"scan", "-vulndb", "/db", "-min-age", "1h", t.TempDir()}, exitUnsupported, "flag provided but not defined: -min-age", ""},
 		{"maintain has no -openvex", []string{"maintain", "-openvex", "v.json", t.TempDir()}, exitUnsupported, "flag provided but not defined: -openvex", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
