@@ -41,6 +41,23 @@
 // data in the ExecResult; an error means the backend failed. The method's
 // documentation gives the detail.
 //
+// # Processes
+//
+// A sandbox whose backend implements Processes (ProcessesOf; the Docker
+// backend with its resident agent) also runs interactive processes:
+// Start returns at once a Process whose output arrives as ordered events
+// with offsets, which takes stdin, signals (TERM, INT, KILL, HUP) and a
+// terminal's resize, and whose Wait gives a ProcessResult with the cause
+// of its end (exit, signal, timeout, oom, output-cap). A process is the
+// sandbox's, not its caller's: it runs on when the caller's context ends,
+// and List and Attach (by ID or name, replaying buffered output from an
+// offset) find it from another goroutine or process. Every stream is
+// bounded (see process.go): a reader that reads gets the stream whole, a
+// stopped reader or none costs the oldest output, counted, never the
+// process's progress nor the host's memory; a reader of a gone sandbox
+// gets ErrProcessGone within ProcessGoneBound. A backend without them
+// answers ErrUnsupported, naming the capability.
+//
 // # Files
 //
 // ReadFile and ReadFileStream read regular files (following symlinks inside

@@ -16,7 +16,7 @@ func TestRun(t *testing.T) {
 		stdout string // prefix
 		stderr string // substring
 	}{
-		{"usage", nil, "", 2, "", "usage: stockade-agent serve MARKER"},
+		{"usage", nil, "", 2, "", "usage: stockade-agent serve"},
 		{"other command", []string{"run", "x"}, "", 2, "", "usage"},
 		{"serve until stdin ends", []string{"serve", "stockade-execM"}, "", 0, "H\x00\x00\x00\x00", ""},
 		{"serve refuses a bad frame", []string{"serve", "stockade-execM"}, "Z\x00\x00\x00\x01\x00\x00\x00\x00", 1, "H", "protocol error"},

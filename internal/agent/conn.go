@@ -59,46 +59,14 @@ type Conn struct {
 // a version outside MinVersion to Version closes the channel and is an
 // error.
 func Open(ctx context.Context, r io.Reader, w io.Writer, closer io.Closer, drop func(cause error) error) (*Conn, error) {
-	type result struct {
-		h   Hello
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		f, err := readFrame(r, hostBound)
-		var h Hello
-		switch {
-		case err != nil:
-		case f.typ != TypeHello || f.id != 0:
-			err = fmt.Errorf("%w: first frame %q, want hello", ErrProtocol, f.typ)
-		default:
-			if err = json.Unmarshal(f.payload, &h); err != nil {
-				err = fmt.Errorf("%w: hello: %v", ErrProtocol, err)
-			} else if h.Version < MinVersion || h.Version > Version {
-				err = fmt.Errorf("%w: agent speaks version %d, want %d to %d", ErrProtocol, h.Version, MinVersion, Version)
-			}
-		}
-		got <- result{h, err}
-	}()
-	var res result
-	select {
-	case res = <-got:
-	case <-ctx.Done():
-		closer.Close()
-		<-got
-		return nil, fmt.Errorf("agent: waiting for hello: %w", ctx.Err())
-	}
-	if res.err != nil {
-		closer.Close()
-		if errors.Is(res.err, io.EOF) {
-			res.err = fmt.Errorf("%w: ended before its hello", ErrGone)
-		}
-		return nil, fmt.Errorf("agent: %w", res.err)
+	hello, err := readHello(ctx, r, closer, hostBound, MinVersion, Version)
+	if err != nil {
+		return nil, err
 	}
 	if drop == nil {
 		drop = func(error) error { return nil }
 	}
-	c := &Conn{w: w, closer: closer, drop: drop, queue: make(chan []byte, queueFrames), hello: res.h,
+	c := &Conn{w: w, closer: closer, drop: drop, queue: make(chan []byte, queueFrames), hello: hello,
 		calls: map[uint32]*Call{}, dead: make(chan struct{}), ended: make(chan struct{})}
 	go c.readLoop(r)
 	go c.writeLoop()
@@ -385,4 +353,47 @@ func (c *Conn) dispatch(f frame) error {
 		k.end(-1, fmt.Errorf("%w: %q", ErrNotStarted, f.payload))
 	}
 	return nil
+}
+
+// readHello reads the first frame from r within ctx: a hello (bound gives
+// what the reader accepts) of a version from lo to hi. Anything else, or
+// none in time, closes closer and is an error.
+func readHello(ctx context.Context, r io.Reader, closer io.Closer, bound func(byte) int, lo, hi int) (Hello, error) {
+	type result struct {
+		h   Hello
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		f, err := readFrame(r, bound)
+		var h Hello
+		switch {
+		case err != nil:
+		case f.typ != TypeHello || f.id != 0:
+			err = fmt.Errorf("%w: first frame %q, want hello", ErrProtocol, f.typ)
+		default:
+			if err = json.Unmarshal(f.payload, &h); err != nil {
+				err = fmt.Errorf("%w: hello: %v", ErrProtocol, err)
+			} else if h.Version < lo || h.Version > hi {
+				err = fmt.Errorf("%w: agent speaks version %d, want %d to %d", ErrProtocol, h.Version, lo, hi)
+			}
+		}
+		got <- result{h, err}
+	}()
+	var res result
+	select {
+	case res = <-got:
+	case <-ctx.Done():
+		closer.Close()
+		<-got
+		return Hello{}, fmt.Errorf("agent: waiting for hello: %w", ctx.Err())
+	}
+	if res.err != nil {
+		closer.Close()
+		if errors.Is(res.err, io.EOF) {
+			res.err = fmt.Errorf("%w: ended before its hello", ErrGone)
+		}
+		return Hello{}, fmt.Errorf("agent: %w", res.err)
+	}
+	return res.h, nil
 }

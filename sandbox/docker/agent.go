@@ -306,6 +306,7 @@ func (p *Provider) agentSlotFor(id string) *agentSlot {
 
 // forgetAgent drops container id's agent (the container is removed).
 func (p *Provider) forgetAgent(id string) {
+	p.forgetProcs(id)
 	a := &p.agent
 	a.slotsMu.Lock()
 	s := a.slots[id]

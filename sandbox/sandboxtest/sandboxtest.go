@@ -225,6 +225,8 @@ func Run(t *testing.T, h Harness) {
 		{"Files/MakeDirRemoveRename", testFileChanges},
 		{"Export", testExport},
 		{"Export/ForgedArchiveRefused", testExportForged},
+		{"Processes", testProcesses},
+		{"Processes/GoneWithSandbox", testProcessGone},
 		{"Attach", testAttach},
 		{"OwnedAndReap", testOwnedReap},
 	} {
