@@ -52,6 +52,9 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"inspect -openvex without a database", []string{"inspect", "-openvex", filepath.Join(t.TempDir(), "v.json"), t.TempDir()}, exitUnsupported, "-openvex needs a vulnerability database", ""},
 		{"scan -openvex into a missing directory", []string{"scan", "-vulndb", "/db", "-openvex", "/nonexistent/v.json", t.TempDir()}, exitUnsupported, "its directory does not exist", ""},
 		{"scan -openvex naming a directory", []string{"scan", "-vulndb", "/db", "-openvex", t.TempDir(), t.TempDir()}, exitUnsupported, "is not a regular file", ""},
+		{"inspect with a malformed runtime", []string{"inspect", "-runtime", "runsc --debug", t.TempDir()}, exitUnsupported, "stockade inspect: -runtime", ""},
+		{"maintain with a malformed runtime", []string{"maintain", "-runtime", "../runc", t.TempDir()}, exitUnsupported, "stockade maintain: -runtime", ""},
+		{"scan with a malformed runtime", []string{"scan", "-vulndb", "/db", "-runtime", "a/b", t.TempDir()}, exitUnsupported, "stockade scan: -runtime", ""},
 		{"maintain has no -openvex", []string{"maintain", "-openvex", "v.json", t.TempDir()}, exitUnsupported, "flag provided but not defined: -openvex", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
