@@ -376,7 +376,7 @@ func (s *suite) hostInspect(ctx context.Context, f, proxy, modCache string, firs
 	}
 	listed := make(chan error, 1)
 	list := func() {
-		_, err := workflow.Candidates(ctx, x, m.Direct())
+		_, _, err := workflow.Candidates(ctx, x, m.Direct(), workflow.Cooldown{})
 		listed <- err
 	}
 	if beside {
@@ -768,12 +768,12 @@ func (s *suite) linkFarm() string {
 // newCache makes a fresh, randomly named cache directory.
 func (s *suite) newCache() string {
 	parent := s.dir777(filepath.Join(s.dataDir, "caches"))
-	f, err := cacheseed.NewFresh(cacheseed.Seed{}, parent)
+	dir, err := container.MkdirFresh(parent, "cache", 0o777)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.t.Cleanup(func() { s.removeTree(f.Dir) })
-	return f.Dir
+	s.t.Cleanup(func() { s.removeTree(dir) })
+	return dir
 }
 
 func (s *suite) tempDir(prefix string) string {

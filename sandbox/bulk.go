@@ -76,8 +76,8 @@ func NewBulkWrite(workdir string, files []FileWrite) (*BulkWrite, error) {
 		if !strings.HasPrefix(f.Path, workdir+"/") {
 			return nil, &PathNotWritableError{Path: f.Path, Reason: "outside the writable place " + workdir}
 		}
-		if base := path.Base(f.Path); strings.HasPrefix(base, TempPrefix) {
-			return nil, fmt.Errorf("sandbox: %s: names starting with %q are reserved for temporary files", f.Path, TempPrefix)
+		if err := checkNotTemp(f.Path); err != nil {
+			return nil, err
 		}
 		if seen[f.Path] {
 			return nil, fmt.Errorf("sandbox: %s appears twice in one bulk write", f.Path)
@@ -322,17 +322,7 @@ func (b *BulkWrite) Fault(backend string, code int, stderr string) error {
 	if code == 0 {
 		return nil
 	}
-	idx, p := -1, ""
-	for _, l := range strings.Split(stderr, "\n") {
-		rest, ok := strings.CutPrefix(l, "stockade: fault ")
-		if !ok {
-			continue
-		}
-		is, ps, _ := strings.Cut(rest, " ")
-		if i, err := strconv.Atoi(is); err == nil && i >= 0 && i < b.n {
-			idx, p = i, ps
-		}
-	}
+	idx, p := faultLine(stderr, func(i int, _ string) bool { return i < b.n })
 	if idx >= 0 && b.files[idx].Path == p {
 		b.n = idx
 	} else {
@@ -343,14 +333,8 @@ func (b *BulkWrite) Fault(backend string, code int, stderr string) error {
 	if p != "" {
 		what = "write " + p
 	}
-	var err error
+	err := pathFault(code)
 	switch code {
-	case ExitPathIsDirectory:
-		err = ErrIsDirectory
-	case ExitPathNotDirectory:
-		err = ErrNotDirectory
-	case ExitPathNotReplaceable:
-		err = ErrNotReplaceable
 	case ExitPathNotWritable:
 		return fmt.Errorf("%s: %w", backend, &PathNotWritableError{Path: p, Reason: "the sandbox user cannot write its directory"})
 	case ExitBulkExtract:
@@ -368,9 +352,51 @@ func (b *BulkWrite) Fault(backend string, code int, stderr string) error {
 		}
 		return fmt.Errorf("%s: %w", backend, &PathNotWritableError{Path: p, Reason: reason})
 	default:
-		return fmt.Errorf("%s: %s: script exited %d: %s", backend, what, code, firstLine(stderr))
+		if err == nil {
+			return fmt.Errorf("%s: %s: script exited %d: %s", backend, what, code, firstLine(stderr))
+		}
 	}
 	return fmt.Errorf("%s: %s: %w", backend, what, err)
+}
+
+// faultLine returns the index and path of the last fault line of a
+// script's stderr ("stockade: fault INDEX PATH") whose index is not
+// negative and which ok accepts, or -1 and "".
+func faultLine(stderr string, ok func(i int, p string) bool) (int, string) {
+	idx, p := -1, ""
+	for _, l := range strings.Split(stderr, "\n") {
+		rest, found := strings.CutPrefix(l, "stockade: fault ")
+		if !found {
+			continue
+		}
+		is, ps, _ := strings.Cut(rest, " ")
+		if i, err := strconv.Atoi(is); err == nil && i >= 0 && ok(i, ps) {
+			idx, p = i, ps
+		}
+	}
+	return idx, p
+}
+
+// pathFault returns the error of a script's exit code that names a path
+// fault (ExitFileNotExist, ExitPathIsDirectory, ExitPathNotDirectory,
+// ExitPathNotReplaceable, ExitPathNotReadable, ExitCrossDevice), else nil.
+// ExitPathNotWritable is the caller's: its error names the path.
+func pathFault(code int) error {
+	switch code {
+	case ExitFileNotExist:
+		return ErrFileNotExist
+	case ExitPathIsDirectory:
+		return ErrIsDirectory
+	case ExitPathNotDirectory:
+		return ErrNotDirectory
+	case ExitPathNotReplaceable:
+		return ErrNotReplaceable
+	case ExitPathNotReadable:
+		return ErrNotReadable
+	case ExitCrossDevice:
+		return ErrCrossDevice
+	}
+	return nil
 }
 
 func firstLine(s string) string {

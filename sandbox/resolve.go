@@ -3,6 +3,7 @@ package sandbox
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -10,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 )
 
 // Resolved is a Spec checked and with its defaults filled in: what every
@@ -20,7 +21,7 @@ type Resolved struct {
 	Roots   []string // WritablePaths(Workdir)
 	UID     int64    // Hardening.RunAsUser or the default user
 	// Env is Spec.Env plus HOME (the workdir, writable, unlike the image's
-	// idea of a home) and container.EngineEnv, each unless Spec.Env names it.
+	// idea of a home) and defaults.Env, each unless Spec.Env names it.
 	Env          map[string]string
 	CPUMillis    int64    // Hardening.CPUMillis or DefaultCPUMillis
 	MemoryBytes  int64    // Hardening.MemoryBytes or the default, bytes
@@ -30,34 +31,41 @@ type Resolved struct {
 	Runtime      string   // Spec.Runtime, its name checked; "" is the backend's default
 }
 
+// ErrInvalidSpec is what Resolve's refusal of a Spec matches where no more
+// specific error says what is wrong (no image, a bad workdir). The others:
+// domain.ErrInvalidID, domain.ErrInvalidNetworking, ErrInvalidGate,
+// ErrInvalidEnv and ErrInvalidHardening.
+var ErrInvalidSpec = errors.New("sandbox: invalid spec")
+
 // Resolve checks spec the way every backend must before touching its
 // engine (session ID, image named, networking and gate, workdir,
 // environment, hardening, a read-only root) and fills in the defaults. The
-// networking mode itself is the backend's to accept or refuse.
+// networking mode itself is the backend's to accept or refuse. Each refusal
+// matches one of ErrInvalidSpec's list.
 func Resolve(spec Spec) (Resolved, error) {
 	if err := spec.SessionID.Validate(); err != nil {
 		return Resolved{}, err
 	}
 	if spec.Image == "" {
-		return Resolved{}, fmt.Errorf("sandbox: spec has no image")
+		return Resolved{}, fmt.Errorf("%w: no image", ErrInvalidSpec)
 	}
 	if err := spec.Networking.Validate(); err != nil {
 		return Resolved{}, err
 	}
 	if spec.Gate != nil && spec.Networking.Mode() != domain.NetLimited {
-		return Resolved{}, fmt.Errorf("sandbox: a Gate is only meaningful with networking %q, not %q", domain.NetLimited, spec.Networking.Mode())
+		return Resolved{}, fmt.Errorf("%w: a Gate is only meaningful with networking %q, not %q", ErrInvalidGate, domain.NetLimited, spec.Networking.Mode())
 	}
 	workdir := spec.Workdir
 	if workdir == "" {
 		workdir = DefaultWorkdir
 	}
 	if err := CheckPath(workdir); err != nil {
-		return Resolved{}, fmt.Errorf("workdir: %w", err)
+		return Resolved{}, fmt.Errorf("%w: workdir: %w", ErrInvalidSpec, err)
 	}
 	if err := ValidateEnv(spec.Env); err != nil {
 		return Resolved{}, err
 	}
-	if err := container.CheckRuntimeName(spec.Runtime); err != nil {
+	if err := domain.CheckRuntimeName(spec.Runtime); err != nil {
 		return Resolved{}, fmt.Errorf("%w: %w", ErrRuntimeUnavailable, err)
 	}
 	h := spec.Hardening
@@ -85,7 +93,7 @@ func Resolve(spec Spec) (Resolved, error) {
 	if r.PidsLimit == 0 {
 		r.PidsLimit = DefaultPidsLimit
 	}
-	r.Env = container.EngineEnv()
+	r.Env = defaults.Env()
 	r.Env["HOME"] = workdir
 	maps.Copy(r.Env, spec.Env)
 	return r, nil

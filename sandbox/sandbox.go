@@ -35,26 +35,11 @@
 //
 // # Exec
 //
-// Exec runs ExecRequest.Command with /bin/sh -c in the workdir, as the
-// sandbox user. A command longer than MaxCommandBytes is
-// ErrCommandTooLarge; one the sandbox could not start (its pids limit
-// reached by its own processes) is ErrCommandNotStarted; one whose sandbox
-// was reaped or stopped under it is ErrNotFound: none of them an exit
-// code. Each of stdout and stderr keeps at most MaxOutputBytes; the
-// rest is read and discarded (so the command never blocks on a full pipe)
-// and Truncated says so. At Timeout, or when ctx ends, the backend kills the
-// whole process tree the command started, including children that
-// double-fork or setsid away, and the sandbox stays usable. A command killed
-// by the kernel for exceeding the memory limit has ExitCode 137 and Stderr
-// ending with the line "stockade: killed: out of memory"; the result has no
-// separate field for it, so callers match that line. The verdict is the
-// backend's, from the sandbox's memory cgroup after the command ended,
-// never from what the command printed: a command's own copy of the line at
-// the end of its stderr is removed. Whether background
-// processes a command leaves behind outlive its normal end is up to the
-// engine (under Docker they ended with the exec in our runs); callers must
-// not rely on either.
-// While they live they count against the pids and memory limits.
+// Exec runs a command with /bin/sh -c as the sandbox user. What the command
+// did (exit code, output up to MaxOutputBytes per stream with Truncated, a
+// timeout that kills its whole process tree, the out-of-memory verdict) is
+// data in the ExecResult; an error means the backend failed. The method's
+// documentation gives the detail.
 //
 // # Files
 //
@@ -71,29 +56,27 @@
 // existing regular file keeps its mode; a new one, or one that replaces a
 // symlink (the link is replaced, not followed), gets 0644. The scripts the
 // backend runs in the container for this are the …Shell constants; they
-// need a POSIX sh, mkdir, mv, rm, chmod, stat, grep, sed, head, tail, tr,
-// tar and xargs with -0 (BusyBox is enough).
+// need a POSIX sh, mkdir, mv (with -T), rm, chmod, stat, grep, sed, head,
+// tail, tr, tar and xargs with -0 (BusyBox is enough).
+//
+// ListDir, Stat, MakeDir, Remove and Rename run as the sandbox user too,
+// one script each (FileScripts, shared by the backends), so the kernel
+// holds them to what that user may do: a path through a symlink that leads
+// out of the writable places reaches only what the user could reach there
+// itself, and is refused as a write is. What changes the file system
+// follows the writes' rules (the path in a writable place, not the place
+// itself, not a temporary's name) and errors. Listings are bounded
+// (MaxDirEntries), entries are described and never followed, and
+// directories are removed only when asked to be (RemoveOptions).
 //
 // # What a session can influence
 //
 // Every byte that comes out of a sandbox through a stream the session's
-// processes can reach is the session's to choose: a command's stdout and
-// stderr (its own, and, through /proc, any other process's of its uid),
-// the content of any file read (a file of the image included: the session
-// can race the read), the fault lines of the backend's scripts, and the
-// content of the members of an export. What the caller can rely on is what
-// the backend decides itself or takes from the engine: the exit code (the
-// wrapper's status, as the engine reports it), TimedOut and Truncated
-// (the host's timer and byte counts), the out-of-memory verdict (the
-// memory cgroup, read by a check the session cannot write into; under
-// Kubernetes it runs as the session's user, which can still spoil it for
-// its own commands by tracing or signalling it), a read's
-// size (a body of another size is an error), and the shape of an export:
-// every archive is checked on the host before it is handed over
-// (CheckArchive: names inside the export's directory, no special members,
-// links that stay inside, sizes that match), and a forged one is
-// ErrBadArchive. A platform that extracts an export still extracts files
-// the session chose, under that one directory.
+// processes can reach (a command's output, a file's content, the names and
+// descriptions ListDir and Stat return, an export's members) is the
+// session's to choose; the exit code, TimedOut, Truncated, the
+// out-of-memory verdict, a read's size and the shape of an export are the
+// backend's. docs/design/session-output.md gives the reasoning.
 package sandbox
 
 import (
@@ -109,7 +92,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 )
 
 // Provider creates and manages sandboxes, one per session.
@@ -148,9 +131,26 @@ type Provider interface {
 type Sandbox interface {
 	// ID returns the backend's identifier of the sandbox (the container ID).
 	ID() string
-	// Exec runs a command; see the package documentation. What the command
-	// did is the ExecResult; an error means the backend failed or ctx ended
-	// (the command is killed either way).
+	// Exec runs ExecRequest.Command with /bin/sh -c in the workdir, as the
+	// sandbox user. What the command did is the ExecResult; an error means
+	// the backend failed or ctx ended (the command is killed either way). A command longer than MaxCommandBytes is
+	// ErrCommandTooLarge; one the sandbox could not start (its pids limit
+	// reached by its own processes) is ErrCommandNotStarted; one whose sandbox
+	// was reaped or stopped under it is ErrNotFound: none of them an exit
+	// code. Each of stdout and stderr keeps at most MaxOutputBytes; the
+	// rest is read and discarded (so the command never blocks on a full pipe)
+	// and Truncated says so. At Timeout, or when ctx ends, the backend kills the
+	// whole process tree the command started, including children that
+	// double-fork or setsid away, and the sandbox stays usable. A command killed
+	// by the kernel for exceeding the memory limit has ExitCode 137 and Stderr
+	// ending with the line "stockade: killed: out of memory"; the result has no
+	// separate field for it, so callers match that line. The verdict is the
+	// backend's, from the sandbox's memory cgroup after the command ended,
+	// never from what the command printed: a command's own copy of the line at
+	// the end of its stderr is removed. Whether background processes a
+	// command leaves behind outlive its normal end is up to the engine;
+	// callers must not rely on either. While they live they count against the pids and
+	// memory limits.
 	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	// ReadFile returns the content of the regular file at path, at most
 	// MaxFileBytes (else ErrFileTooLarge). A directory is ErrIsDirectory, a
@@ -175,6 +175,43 @@ type Sandbox interface {
 	// file lands atomically; the first failure stops every file after it
 	// in the list, and files already landed stay.
 	WriteFiles(ctx context.Context, files []FileWrite) error
+	// ListDir returns the entries of the directory at path (a symlink to
+	// one is followed), sorted by name, without "." and "..", each
+	// described and not followed (FileInfo). A directory of more than
+	// MaxDirEntries entries is ErrTooManyEntries; a missing one
+	// ErrFileNotExist, anything else ErrNotDirectory, one the sandbox user
+	// cannot read ErrNotReadable.
+	ListDir(ctx context.Context, path string) ([]FileInfo, error)
+	// Stat describes the file at path, not following it when it is a
+	// symlink: what ListDir reports for it in its directory. A missing
+	// path is ErrFileNotExist, one below a file ErrNotDirectory, one
+	// below a directory the user cannot search ErrNotReadable.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// MakeDir makes the directory at path and its missing parents (mode
+	// 0755, the sandbox user's), like mkdir -p: an existing directory is
+	// success. It has the writes' rules and errors: a path outside the
+	// writable places, or one the user cannot write, is a
+	// *PathNotWritableError; a path that is (or is below) something other
+	// than a directory is ErrNotDirectory.
+	MakeDir(ctx context.Context, path string) error
+	// Remove removes the file at path: a symlink itself, never what it
+	// points to, and a directory with everything in it only with
+	// opts.Recursive (else ErrIsDirectory). A missing path is
+	// ErrFileNotExist; a writable place itself, or another user's file in a
+	// sticky directory, is ErrNotReplaceable; the rest of the writes'
+	// rules hold. A recursive removal that fails partway (something inside
+	// the user cannot remove: a *PathNotWritableError) leaves what it did
+	// not remove.
+	Remove(ctx context.Context, path string, opts RemoveOptions) error
+	// Rename moves the file at from to to with one rename(2): atomic,
+	// never a copy. Both must be in the same writable place, on one file
+	// system (else ErrCrossDevice, nothing moved); to's missing parents are
+	// created; an existing file or symlink at to is replaced, never
+	// followed; an existing directory (or symlink to one) at to is
+	// ErrIsDirectory, and a directory replaces nothing (ErrNotDirectory).
+	// A missing from is ErrFileNotExist; the rest of the writes' rules
+	// hold for both paths.
+	Rename(ctx context.Context, from, to string) error
 	// Destroy removes the sandbox and its volumes. It is idempotent.
 	Destroy(ctx context.Context) error
 }
@@ -267,25 +304,25 @@ const (
 	// belongs in a file (WriteFile) that the command runs.
 	MaxCommandBytes = 128<<10 - 1
 	// DefaultCPUMillis is the CPU limit of a Hardening that sets none, in
-	// thousandths of a CPU: one CPU (container.SessionNanoCPUs, the one
+	// thousandths of a CPU: one CPU (defaults.SessionNanoCPUs, the one
 	// home of Stockade's limits).
-	DefaultCPUMillis = container.SessionNanoCPUs / 1_000_000
+	DefaultCPUMillis = defaults.SessionNanoCPUs / 1_000_000
 	// DefaultPidsLimit is the process (and thread) limit of a Hardening
-	// that sets none (container.SessionPidsLimit). It is what stops a fork
+	// that sets none (defaults.SessionPidsLimit). It is what stops a fork
 	// bomb.
-	DefaultPidsLimit = container.SessionPidsLimit
-	// RuntimeRunsc is gVisor's runtime (container.RuntimeRunsc), the name
-	// scripts/runsc-up registers it under with Docker.
-	RuntimeRunsc = container.RuntimeRunsc
+	DefaultPidsLimit = defaults.SessionPidsLimit
+	// RuntimeRunsc is gVisor's runtime, the name scripts/runsc-up
+	// registers it under with Docker.
+	RuntimeRunsc = domain.RuntimeRunsc
 )
 
 // defaultMemoryBytes is the memory limit of a Hardening that sets none, in
 // bytes, without swap.
-const defaultMemoryBytes = container.SessionMemoryBytes
+const defaultMemoryBytes = defaults.SessionMemoryBytes
 
 // defaultRunAsUser is the uid (and gid) commands run as when
 // Hardening.RunAsUser is nil: "nobody", which owns nothing in any image.
-const defaultRunAsUser = container.UID
+const defaultRunAsUser = defaults.UID
 
 // Errors callers branch on. Backends wrap them with the path or session.
 var (
@@ -303,7 +340,7 @@ var (
 	// ErrRuntimeUnavailable: Spec.Runtime (or the backend's default) is
 	// not a runtime the engine offers, or not one the backend can use;
 	// nothing was made. Register it (scripts/runsc-up) or ask another.
-	ErrRuntimeUnavailable = container.ErrRuntimeUnavailable
+	ErrRuntimeUnavailable = domain.ErrRuntimeUnavailable
 	// ErrCommandTooLarge: ExecRequest.Command is longer than
 	// MaxCommandBytes; nothing ran.
 	ErrCommandTooLarge = errors.New("sandbox: command too large")

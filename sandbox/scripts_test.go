@@ -180,6 +180,11 @@ func TestScriptsParse(t *testing.T) {
 		"BulkPrepareShell":   BulkPrepareShell,
 		"BulkRenameShell":    BulkRenameShell,
 		"BulkDiscardShell":   BulkDiscardShell,
+		"StatShell":          StatShell,
+		"ListShell":          ListShell,
+		"MakeDirShell":       MakeDirShell,
+		"RemoveShell":        RemoveShell,
+		"RenameShell":        RenameShell,
 	}
 	for _, sh := range shells(t) {
 		t.Run(sh.name, func(t *testing.T) {

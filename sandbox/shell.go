@@ -31,6 +31,18 @@ const (
 	ExitNotRegularFile = 98
 	// ExitFileTooLarge: the file is larger than the bound asked.
 	ExitFileTooLarge = 99
+	// ExitPathNotReadable: the sandbox user cannot read the directory, or
+	// cannot search one on the way to the path.
+	ExitPathNotReadable = 88
+	// ExitTooManyEntries: the directory holds more entries than the bound
+	// asked; nothing was listed.
+	ExitTooManyEntries = 87
+	// ExitCrossDevice: a rename's source and target directory are on
+	// different file systems, where one rename(2) cannot move it; nothing
+	// moved.
+	ExitCrossDevice = 86
+	// ExitListChanged: an entry went away while the directory was listed.
+	ExitListChanged = 85
 )
 
 // ShellStateRoot is the directory inside a sandbox reserved for the state of
@@ -64,6 +76,10 @@ const TempPrefix = ".stockade-tmp-"
 //   - sf_replaceable PATH fails for an existing PATH in a sticky directory
 //     that neither it nor the directory belongs to the user: rename(2)
 //     cannot replace it.
+//   - sf_absent PATH returns, for a PATH the user does not find, why:
+//     ExitPathNotDirectory when an ancestor is not a directory (or is a
+//     dangling symlink), ExitPathNotReadable when the nearest ancestor
+//     that exists cannot be searched, else ExitFileNotExist.
 //   - sf_report INDEX PATH writes the fault line.
 //
 // Every exit code a script uses other than 0 and 1 names its Exit… constant
@@ -152,3 +168,63 @@ const ReadFileShell = readfileScript
 // ROOT's base name and symlinks (ROOT included) archived as links, or
 // exits ExitFileNotExist, having written nothing, when ROOT is missing.
 const ExportShell = exportScript
+
+// StatShell describes one path for Sandbox.Stat: run as
+//
+//	sh -c "$StatShell" stockade PATH
+//
+// it prints one line, "MODE SIZE MTIME": lstat(2)'s raw mode in hex, its
+// size in bytes and its modification time in seconds since the epoch (a
+// symlink is described, not followed), or exits with sf_absent's code and a
+// fault line.
+const StatShell = libScript + statScript
+
+// ListShell lists a directory for Sandbox.ListDir: run as
+//
+//	sh -c "$ListShell" stockade DIR MAX
+//
+// it exits ExitPathNotDirectory, ExitPathNotReadable or sf_absent's code
+// for a DIR it cannot list (DIR itself is followed when a symlink), and
+// ExitTooManyEntries, with nothing on stdout, when DIR holds more than MAX
+// entries. Otherwise it writes, for each of its three globs (names, names
+// starting with a dot, names starting with two), a block: the names, each
+// followed by a NUL, an empty name (one more NUL), then one StatShell line
+// per name, in the same order. Names may hold any byte but NUL and slash,
+// newlines included. An entry that goes away between the glob and its stat
+// is ExitListChanged: the caller lists again. ParseListing reads the
+// output.
+const ListShell = libScript + listScript
+
+// MakeDirShell makes a directory and its missing parents for
+// Sandbox.MakeDir: run as
+//
+//	sh -c "$MakeDirShell" stockade PATH
+//
+// it exits 0 when PATH is (or now is) a directory, symlinks followed, else
+// ExitPathNotDirectory (PATH or an ancestor is something else) or
+// ExitPathNotWritable, with a fault line.
+const MakeDirShell = libScript + makedirScript
+
+// RemoveShell removes one path for Sandbox.Remove: run as
+//
+//	sh -c "$RemoveShell" stockade PATH r|f
+//
+// it removes PATH (a symlink itself, never what it points to), a directory
+// with everything in it only with r (else ExitPathIsDirectory), and exits 0
+// once PATH is gone; sf_absent's code for a PATH not there;
+// ExitPathNotReplaceable (another user's file in a sticky directory) or
+// ExitPathNotWritable when PATH, or something in it, stayed.
+const RemoveShell = libScript + removeScript
+
+// RenameShell moves one path for Sandbox.Rename: run as
+//
+//	sh -c "$RenameShell" stockade FROM TO
+//
+// it checks FROM (there; movable: sf_replaceable; its directory
+// writable) and TO as a write's target (sf_fault: an existing directory is
+// ExitPathIsDirectory; a directory FROM cannot replace anything but a
+// missing TO: ExitPathNotDirectory), creates TO's missing parents, checks
+// that FROM and TO's directory are on one file system (else
+// ExitCrossDevice: mv would copy) and renames with one mv -T, that is one
+// rename(2). Fault lines name FROM as index 0 and TO as index 1.
+const RenameShell = libScript + renameScript

@@ -45,13 +45,13 @@ func WriteRuns(ctx context.Context, backend string, roots []string, files []File
 	var runs []run
 	var stop error
 	for _, f := range files {
-		if err := CheckPath(f.Path); err != nil {
-			return fmt.Errorf("%s: write: %w", backend, err)
-		}
-		root := rootOf(roots, f.Path)
-		if root == "" {
-			stop = fmt.Errorf("%s: %w", backend, &PathNotWritableError{Path: f.Path, Reason: "read-only root filesystem (writable: " + strings.Join(roots, ", ") + ")"})
+		root, err := writablePlace(backend, "write", roots, f.Path)
+		if errors.Is(err, ErrNotWritable) {
+			stop = err
 			break
+		}
+		if err != nil {
+			return err
 		}
 		if f.Path == root {
 			stop = fmt.Errorf("%s: write %s: %w", backend, f.Path, ErrIsDirectory)
@@ -73,6 +73,35 @@ func WriteRuns(ctx context.Context, backend string, roots []string, files []File
 		}
 	}
 	return stop
+}
+
+// writablePlace is the rule of every path a sandbox's file API changes
+// (writes, MakeDir, Remove, Rename), checked on the host before anything
+// runs: p passes CheckPath, else a plain error; it lies in one of roots
+// (the sandbox's WritablePaths), else a *PathNotWritableError; and its
+// base name does not start with TempPrefix, which the backends' temporary
+// files own. It returns the innermost root holding p (p itself, when p is
+// a root). backend and op ("write", ...) prefix the errors.
+func writablePlace(backend, op string, roots []string, p string) (string, error) {
+	if err := CheckPath(p); err != nil {
+		return "", fmt.Errorf("%s: %s: %w", backend, op, err)
+	}
+	root := rootOf(roots, p)
+	if root == "" {
+		return "", fmt.Errorf("%s: %w", backend, &PathNotWritableError{Path: p, Reason: "read-only root filesystem (writable: " + strings.Join(roots, ", ") + ")"})
+	}
+	if err := checkNotTemp(p); err != nil {
+		return "", fmt.Errorf("%s: %s: %w", backend, op, err)
+	}
+	return root, nil
+}
+
+// checkNotTemp refuses a path whose base name starts with TempPrefix.
+func checkNotTemp(p string) error {
+	if base := path.Base(p); strings.HasPrefix(base, TempPrefix) {
+		return fmt.Errorf("sandbox: %s: names starting with %q are reserved for temporary files", p, TempPrefix)
+	}
+	return nil
 }
 
 // rootOf returns the innermost root of roots (sorted) holding p, or "":

@@ -103,8 +103,9 @@ exec tar -c -f - "${1##*/}"
 	libScript = `# Functions every script but bulkdiscard.sh and preservemode.sh starts with
 # (see shell.go): sf_report INDEX PATH writes a fault line; sf_replaceable
 # PATH fails for a file a rename cannot replace; sf_fault PATH returns why a
-# new file cannot replace PATH, or 0. Every exit code names its Go constant
-# in a comment; TestScriptExitCodes checks them.
+# new file cannot replace PATH, or 0; sf_absent PATH returns why PATH is not
+# there. Every exit code names its Go constant in a comment;
+# TestScriptExitCodes checks them.
 sf_report() { printf 'stockade: fault %s %s\n' "$1" "$2" >&2; }
 sf_replaceable() {
 	sr_d=${1%/*}; sr_d=${sr_d:-/}
@@ -126,6 +127,58 @@ sf_fault() {
 	fi
 	return 0
 }
+sf_absent() {
+	sa_d=${1%/*}; sa_d=${sa_d:-/}
+	while [ ! -e "$sa_d" ]; do
+		if [ -L "$sa_d" ]; then return 91; fi # ExitPathNotDirectory
+		sa_d=${sa_d%/*}; sa_d=${sa_d:-/}
+	done
+	if [ ! -d "$sa_d" ]; then return 91; fi # ExitPathNotDirectory
+	if [ ! -x "$sa_d" ]; then return 88; fi # ExitPathNotReadable
+	return 97 # ExitFileNotExist
+}
+`
+	listScript = `# ListShell: sh -c "$ListShell" stockade DIR MAX (after lib.sh).
+# For each glob of the entries (plain, dot, dot-dot), one block: the names,
+# each ended by a NUL, an empty name, then one line per name as StatShell
+# prints it (xargs -0: any bytes but NUL in a name, any number of names).
+d=$1; max=$2
+if [ ! -d "$d" ]; then
+	if [ -e "$d" ]; then c=91 # ExitPathNotDirectory
+	else sf_absent "$d"; c=$?
+	fi
+	sf_report 0 "$d"; exit "$c"
+fi
+if [ ! -r "$d" ] || [ ! -x "$d" ]; then sf_report 0 "$d"; exit 88; fi # ExitPathNotReadable
+cd "$d" 2>/dev/null || { sf_report 0 "$d"; exit 88; } # ExitPathNotReadable
+n=0
+for pat in '*' '.[!.]*' '..?*'; do
+	set -- $pat
+	[ -e "$1" ] || [ -L "$1" ] || continue
+	n=$((n+$#))
+done
+if [ "$n" -gt "$max" ]; then echo "stockade: $n entries" >&2; exit 87; fi # ExitTooManyEntries
+for pat in '*' '.[!.]*' '..?*'; do
+	set -- $pat
+	[ -e "$1" ] || [ -L "$1" ] || continue
+	printf '%s\0' "$@"
+	printf '\0'
+	printf '%s\0' "$@" | xargs -0 stat -c '%f %s %Y' -- 2>/dev/null
+	c=$?
+	if [ "$c" -eq 123 ]; then exit 85; fi # ExitListChanged
+	if [ "$c" -ne 0 ]; then echo "stockade: stat exited $c" >&2; exit 1; fi
+done
+exit 0
+`
+	makedirScript = `# MakeDirShell: sh -c "$MakeDirShell" stockade PATH (after lib.sh).
+if [ -d "$1" ]; then exit 0; fi
+if [ -e "$1" ] || [ -L "$1" ]; then sf_report 0 "$1"; exit 91; fi # ExitPathNotDirectory
+sf_fault "$1"; c=$?
+if [ "$c" -ne 0 ]; then sf_report 0 "$1"; exit "$c"; fi
+if mkdir -p -- "$1" 2>/dev/null || [ -d "$1" ]; then exit 0; fi
+sf_fault "$1"; c=$?
+[ "$c" -ne 0 ] || c=93 # ExitPathNotWritable
+sf_report 0 "$1"; exit "$c"
 `
 	pathfaultScript = `# PathFaultShell: sh -c "$PathFaultShell" stockade PATH (after lib.sh).
 sf_fault "$1"; c=$?
@@ -170,6 +223,56 @@ rf_s=$(stat -L -c %s "$1") || exit 97 # ExitFileNotExist
 echo "$rf_s"
 if [ "$rf_s" -gt "$2" ]; then exit 99; fi # ExitFileTooLarge
 exec cat "$1"
+`
+	removeScript = `# RemoveShell: sh -c "$RemoveShell" stockade PATH r|f (after lib.sh).
+p=$1
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then sf_absent "$p"; c=$?; sf_report 0 "$p"; exit "$c"; fi
+if [ -d "$p" ] && [ ! -L "$p" ]; then
+	if [ "$2" != r ]; then sf_report 0 "$p"; exit 90; fi # ExitPathIsDirectory
+	rm -rf -- "$p" 2>/dev/null
+else
+	rm -f -- "$p" 2>/dev/null
+fi
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit 0; fi
+if sf_replaceable "$p"; then c=93 # ExitPathNotWritable
+else c=92 # ExitPathNotReplaceable
+fi
+sf_report 0 "$p"; exit "$c"
+`
+	renameScript = `# RenameShell: sh -c "$RenameShell" stockade FROM TO (after lib.sh).
+f=$1; t=$2
+if [ ! -e "$f" ] && [ ! -L "$f" ]; then sf_absent "$f"; c=$?; sf_report 0 "$f"; exit "$c"; fi
+if [ "$f" = "$t" ]; then exit 0; fi
+if ! sf_replaceable "$f"; then sf_report 0 "$f"; exit 92; fi # ExitPathNotReplaceable
+fd=${f%/*}; fd=${fd:-/}
+if [ ! -w "$fd" ]; then sf_report 0 "$f"; exit 93; fi # ExitPathNotWritable
+sf_fault "$t"; c=$?
+if [ "$c" -ne 0 ]; then sf_report 1 "$t"; exit "$c"; fi
+if [ -d "$f" ] && [ ! -L "$f" ] && { [ -e "$t" ] || [ -L "$t" ]; }; then sf_report 1 "$t"; exit 91; fi # ExitPathNotDirectory
+td=${t%/*}; td=${td:-/}
+if [ ! -d "$td" ] && ! mkdir -p -- "$td" 2>/dev/null; then
+	sf_fault "$t"; c=$?
+	[ "$c" -ne 0 ] || c=93 # ExitPathNotWritable
+	sf_report 1 "$t"; exit "$c"
+fi
+# One rename(2), never mv's copy: the source's file system must be the
+# target directory's.
+if [ "$(stat -c %d -- "$f" 2>/dev/null)" != "$(stat -L -c %d -- "$td" 2>/dev/null)" ]; then sf_report 1 "$t"; exit 86; fi # ExitCrossDevice
+mv -f -T -- "$f" "$t" 2>/dev/null && exit 0
+if [ ! -e "$f" ] && [ ! -L "$f" ]; then sf_absent "$f"; c=$?; sf_report 0 "$f"; exit "$c"; fi
+sf_fault "$t"; c=$?
+[ "$c" -ne 0 ] || c=93 # ExitPathNotWritable
+sf_report 1 "$t"; exit "$c"
+`
+	statScript = `# StatShell: sh -c "$StatShell" stockade PATH (after lib.sh).
+# One line: PATH's raw mode in hex, size in bytes and modification time in
+# seconds since the epoch, as lstat(2) sees them (a symlink is not
+# followed).
+if [ -e "$1" ] || [ -L "$1" ]; then
+	stat -c '%f %s %Y' -- "$1" 2>/dev/null && exit 0
+fi
+sf_absent "$1"; c=$?
+sf_report 0 "$1"; exit "$c"
 `
 	unreplaceableScript = `# UnreplaceableShell: sh -c "$UnreplaceableShell" stockade PATH... (after
 # lib.sh).

@@ -55,6 +55,10 @@ func TestRun_ExitCodes(t *testing.T) {
 		{"inspect with a malformed runtime", []string{"inspect", "-runtime", "runsc --debug", t.TempDir()}, exitUnsupported, "stockade inspect: -runtime", ""},
 		{"maintain with a malformed runtime", []string{"maintain", "-runtime", "../runc", t.TempDir()}, exitUnsupported, "stockade maintain: -runtime", ""},
 		{"scan with a malformed runtime", []string{"scan", "-vulndb", "/db", "-runtime", "a/b", t.TempDir()}, exitUnsupported, "stockade scan: -runtime", ""},
+		{"maintain -sarif into a missing directory", []string{"maintain", "-sarif", "/nonexistent/m.sarif", t.TempDir()}, exitUnsupported, "-sarif /nonexistent/m.sarif: its directory does not exist", ""},
+		{"maintain -each with -group", []string{"maintain", "-each", "-group", t.TempDir()}, exitUnsupported, "-group proposes them together", ""},
+		{"maintain -min-age negative", []string{"maintain", "-min-age", "-1h", t.TempDir()}, exitUnsupported, "-min-age must not be negative", ""},
+		{"scan has no -min-age", []string{"scan", "-vulndb", "/db", "-min-age", "1h", t.TempDir()}, exitUnsupported, "flag provided but not defined: -min-age", ""},
 		{"maintain has no -openvex", []string{"maintain", "-openvex", "v.json", t.TempDir()}, exitUnsupported, "flag provided but not defined: -openvex", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -112,14 +112,20 @@ func TestFirstUse(t *testing.T) {
 	// The text reports with go on PATH; -json, -branch and -openvex too.
 	t.Run("WithGo", func(t *testing.T) {
 		stockade(t, env, exitOK, "example.com/firstuse: CLEAN", "inspect", ".")
-		stockade(t, env, exitOK, "example.com/firstuse: PROPOSAL_PREPARED", "maintain", "-branch", "deps/uuid", ".")
+		msarif := filepath.Join(t.TempDir(), "maintain.sarif")
+		stockade(t, env, exitOK, "example.com/firstuse: PROPOSAL_PREPARED", "maintain", "-sarif", msarif, "-branch", "deps/uuid", ".")
+		var mlog report.SARIFLog
+		if b, err := os.ReadFile(msarif); err != nil || json.Unmarshal(b, &mlog) != nil || len(mlog.Runs) != 1 || !mlog.Runs[0].Invocations[0].ExecutionSuccessful || len(mlog.Runs[0].Results) != 0 {
+			t.Errorf("maintain -sarif wrote %q, %v; want a successful run without results (the baseline is clean)", b, err)
+		}
 		if out, err := exec.Command("git", "-C", repo, "log", "-1", "--format=%s", "refs/heads/deps/uuid").Output(); err != nil || !strings.Contains(string(out), "github.com/google/uuid") {
 			t.Errorf("branch deps/uuid: %q, %v; want the proposal's commit", out, err)
 		}
 		stockade(t, env, exitUnsupported, "already exists", "maintain", "-branch", "deps/uuid", ".")
 		vex := filepath.Join(t.TempDir(), "firstuse.openvex.json")
+		sarif := filepath.Join(t.TempDir(), "firstuse.sarif")
 		var rep report.Report
-		if err := json.Unmarshal([]byte(stockade(t, env, exitFindings, vulndbtest.Stdlib, "scan", "-json", "-openvex", vex, "-vulndb", db, ".")), &rep); err != nil {
+		if err := json.Unmarshal([]byte(stockade(t, env, exitFindings, vulndbtest.Stdlib, "scan", "-json", "-openvex", vex, "-sarif", sarif, "-vulndb", db, ".")), &rep); err != nil {
 			t.Fatalf("scan -json: %v", err)
 		}
 		if rep.Verdict != report.Vulnerable || rep.Vulns == nil || len(rep.Vulns.Called()) != 1 || rep.Vulns.Called()[0].ID != vulndbtest.Stdlib {
@@ -133,6 +139,11 @@ func TestFirstUse(t *testing.T) {
 		report.WriteOpenVEX(&want, doc)
 		if got, err := os.ReadFile(vex); err != nil || !bytes.Equal(got, want.Bytes()) || !strings.Contains(string(got), `"status": "affected"`) {
 			t.Errorf("-openvex wrote %q, %v; want the scan's document, %s affected", got, err, vulndbtest.Stdlib)
+		}
+		var wantSARIF bytes.Buffer
+		report.WriteSARIF(&wantSARIF, rep.SARIF("scan"))
+		if got, err := os.ReadFile(sarif); err != nil || !bytes.Equal(got, wantSARIF.Bytes()) || !strings.Contains(string(got), `"ruleId": "`+vulndbtest.Stdlib+`"`) {
+			t.Errorf("-sarif wrote %q, %v; want the scan's log, a result of %s", got, err, vulndbtest.Stdlib)
 		}
 	})
 	// The same runs with no go command on PATH, now that the images exist.

@@ -108,18 +108,35 @@ vulnerability) vulnerable 3, so a CI job that adds -vulndb fails on what
 the scan found; acquisition_failed 4 (a checksum mismatch, a version the
 proxy does not have).
 
+-min-age DURATION (default 0: none) is a cooldown for the candidates:
+a version the module proxy published less than DURATION ago, by the
+proxy's own time for it (its .info Time), is held back, and the newest
+old enough version of its class is the candidate instead; a version the
+proxy gives no time for is held back too. The report lists what was held
+back and when each ages in. A week (168h) is a reasonable start; projects
+use 7 to 30 days.
+
+-sarif FILE also writes the findings as a SARIF 2.1.0 log for a
+code-scanning view (docs/REPORT.md): one result per finding, a failing
+test, vet diagnostic or build error at the file and line Go reported, a
+fingerprint that stays the same while the code around it moves. It is
+written whatever the verdict; a run that could not be trusted is marked
+unsuccessful, with the reasons.
+
 Examples:
 
 	stockade inspect .
 	stockade inspect -fixture-proxy testdata/modules testdata/repos/clean
 	stockade inspect -json -timeout 5m -deadline 20m ~/src/github.com/google/uuid
-	stockade inspect -worktree -v .`,
+	stockade inspect -worktree -v .
+	stockade inspect -sarif inspect.sarif -vulndb ~/vulndb .
+	stockade inspect -min-age 168h .`,
 		flags: inspectFlags,
 	})
 }
 
 func inspectFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
-	rf := addRunFlags(fs, "inspect").withOpenVEX(fs)
+	rf := addRunFlags(fs, "inspect").withOpenVEX(fs).withCooldown(fs)
 	var (
 		worktree = fs.Bool("worktree", false, "validate the working tree, uncommitted changes included, instead of the committed tree")
 		timeout  = fs.Duration("timeout", inspect.DefaultTimeout, "bound on the validation (list, build, vet and test together), within -deadline")
@@ -182,7 +199,8 @@ func (f *runFlags) runInspect(ctx context.Context, env *cmdEnv, args []string, r
 	return f.emit(env, rep)
 }
 
-// emit prints rep (-json or text), writes -openvex's document, and
+// emit prints rep (-json or text), writes -sarif's log and -openvex's
+// document, and
 // returns the command's exit: rep's exit code, or exitFindings when a
 // document was asked for and cannot be made.
 func (f *runFlags) emit(env *cmdEnv, rep *report.Report) error {
@@ -194,6 +212,9 @@ func (f *runFlags) emit(env *cmdEnv, rep *report.Report) error {
 	}
 	if err != nil {
 		return fmt.Errorf("writing the report: %w", err)
+	}
+	if err := f.writeSARIF(rep.SARIF(f.cmd)); err != nil {
+		return err
 	}
 	code := rep.ExitCode
 	switch err := f.writeOpenVEX(env, rep); {

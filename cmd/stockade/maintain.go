@@ -40,7 +40,12 @@ toolchain and the module path are unchanged. The go line may change only
 as go get raises it since Go 1.21: to exactly the go line of a
 requirement that moved, one the image's Go builds (the report and the
 commit message say so); -keep-go refuses any change of it. A second go
-mod tidy must change nothing. The upgraded tree is then validated with a fresh build
+mod tidy must change nothing. Before any test runs, the exported API of every
+package the module imports from a module the upgrade moved is compared
+between the old and the new version (the declarations go doc prints, in
+an execute container without network): removed functions, methods and
+types and changed signatures are listed in the report and the commit
+message. The upgraded tree is then validated with a fresh build
 cache; its findings are compared by key with the baseline's. Every test
 that fails after the upgrade is run again alone three times in a fresh
 container, and so is the same test on the baseline: it is a regression
@@ -65,11 +70,35 @@ list is refused before the baseline is validated.
 -each tries every eligible candidate independently against the one
 baseline and prepares one proposal per candidate that passes.
 
+-group proposes one commit with several upgrades, without hiding which
+one breaks: every eligible candidate is first validated alone against the
+one baseline (as -each does, without proposals of their own); the group
+is the set that passed, validated together once more. When the group
+does not pass, what breaks it is found by adding the members one at a time,
+in selection order, to the last combination that passed: a member whose
+addition fails is left out. The report lists every candidate in or out
+with the attempt or combination whose evidence shows why, and each
+combination tried; N candidates cost N validations and one more (at most
+N-2 more when the group fails). -branch points at the group's proposal.
+
 -vulndb DIR (or $STOCKADE_VULNDB) scans the baseline and each upgraded
 tree with the same verified scanner and database (see 'stockade help
 scan'); each attempt reports the vulnerabilities the upgrade fixes and
 introduces. -prefer-fixes tries first, among the eligible candidates,
 those whose version fixes a vulnerability the baseline calls.
+
+-min-age DURATION (default 0: none) is a cooldown: a version the module
+proxy published less than DURATION ago (by its .info Time) is never a
+candidate, and the newest old enough version of its class is tried
+instead; a version the proxy gives no time for is held back too. A week
+(168h) is a reasonable start; projects use 7 to 30 days. The report lists
+what was held back and when each ages in; the setting is part of the
+config hash.
+
+-sarif FILE also writes the baseline's findings (the validated commit's
+checks and, with -vulndb, its scan) as a SARIF 2.1.0 log for a
+code-scanning view, as inspect does (docs/REPORT.md); an upgrade's
+findings stay in the report's attempts.
 
 Modules come from where inspect gets them, with the same flags
 (-proxy, -private, -nosumdb, -sumdb, -netrc, -auth-helper, -proxy-ca:
@@ -91,17 +120,21 @@ Examples:
 	stockade maintain -fixture-proxy testdata/modules /tmp/app  # a git checkout of testdata/repos/maintain-patch
 	stockade maintain -module golang.org/x/text@v0.21.0 -branch deps/x-text .
 	stockade maintain -each -json ~/src/example.com/app
-	stockade maintain -vulndb ~/vulndb -prefer-fixes .`,
+	stockade maintain -vulndb ~/vulndb -prefer-fixes .
+	stockade maintain -each -sarif baseline.sarif -vulndb ~/vulndb .
+	stockade maintain -min-age 168h -branch deps/weekly .
+	stockade maintain -group -branch deps/group .`,
 		flags: maintainFlags,
 	})
 }
 
 func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args []string) error {
-	rf := addRunFlags(fs, "maintain")
+	rf := addRunFlags(fs, "maintain").withCooldown(fs)
 	var (
 		allow       = fs.String("allow", "patch,minor", "`classes` of upgrade that may be tried: patch, minor (major changes the import path: not supported yet)")
 		modFlag     = fs.String("module", "", "try only this direct dependency: `path[@version]`")
 		each        = fs.Bool("each", false, "try every eligible candidate against the one baseline, one proposal per candidate that passes")
+		group       = fs.Bool("group", false, "validate every eligible candidate alone, then the ones that passed together: one proposal with them, each candidate left out named with its evidence")
 		branch      = fs.String("branch", "", "also point a new branch `NAME` at the proposal (refused if it exists)")
 		author      = fs.String("author", "", "author and committer of the proposal, `\"Name <email>\"`; default \"Stockade <stockade@localhost>\"")
 		date        = fs.String("date", "", "author and committer date of the proposal, RFC 3339; default the validated commit's")
@@ -157,7 +190,7 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		defer eng.Close()
 		shared.Timeout, shared.Deadline, shared.VulnDB = *timeout, *deadline, db
 		rep, err := maintain.Maintain(ctx, eng, maintain.Options{
-			Options: shared, Policy: policy, Each: *each, Branch: *branch, Identity: who, PreferFixes: *preferFixes,
+			Options: shared, Policy: policy, Each: *each, Group: *group, Branch: *branch, Identity: who, PreferFixes: *preferFixes,
 		})
 		if errors.Is(err, maintain.ErrPolicy) || errors.Is(err, maintain.ErrMajor) || errors.Is(err, maintain.ErrBranchExists) || errors.Is(err, vulndb.ErrInvalid) {
 			return rf.usagef("%v", err)
@@ -172,6 +205,9 @@ func maintainFlags(fs *flag.FlagSet) func(ctx context.Context, env *cmdEnv, args
 		}
 		if err != nil {
 			return fmt.Errorf("writing the report: %w", err)
+		}
+		if err := rf.writeSARIF(rep.SARIF()); err != nil {
+			return err
 		}
 		if rep.ExitCode != exitOK {
 			return &exitError{code: rep.ExitCode}

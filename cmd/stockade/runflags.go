@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/workflow"
 )
@@ -45,6 +46,11 @@ type runFlags struct {
 	// openVEX is -openvex FILE, defined by the commands that scan
 	// (withOpenVEX); nil for the others.
 	openVEX *string
+	// sarif is -sarif FILE: the findings as a SARIF 2.1.0 log.
+	sarif *string
+	// minAge is -min-age, defined by the commands that list candidates
+	// (withCooldown); nil for the others.
+	minAge *time.Duration
 }
 
 // addRunFlags defines the shared flags on fs for command cmd.
@@ -69,6 +75,7 @@ func addRunFlags(fs *flag.FlagSet, cmd string) *runFlags {
 		authHelper:   fs.String("auth-helper", "", "credential helper `PROGRAM` the go command runs in acquisition for -proxy's credentials (GOAUTH=command; Go 1.24+; static, or a script busybox's sh runs)"),
 		proxyCA:      fs.String("proxy-ca", "", "PEM `FILE` of certificates acquisition trusts besides the image's, for a -proxy with a private CA"),
 		verbose:      fs.Bool("v", false, "log debug detail to stderr"),
+		sarif:        fs.String("sarif", "", "also write the findings as a SARIF 2.1.0 log to `FILE`, for a code-scanning view (docs/REPORT.md); written whatever the outcome, an untrusted run marked unsuccessful"),
 		runtime:      fs.String("runtime", "", "the engine's OCI runtime `NAME` of the containers the repository's code runs in: runsc runs them under gVisor (registered with the engine: scripts/runsc-up); default $"+envRuntime+" when set, else the engine's default (runc)"),
 	}
 }
@@ -94,14 +101,27 @@ func (f *runFlags) withOpenVEX(fs *flag.FlagSet) *runFlags {
 	return f
 }
 
+// withCooldown defines -min-age on fs, for a command that lists upgrade
+// candidates (inspect, maintain).
+func (f *runFlags) withCooldown(fs *flag.FlagSet) *runFlags {
+	f.minAge = fs.Duration("min-age", 0, "hold back versions the module proxy published less than `DURATION` ago (its .info Time), such as 168h (a week); the report lists them with when they age in; 0 holds back none")
+	return f
+}
+
 // check refuses flag combinations that make no sense.
 func (f *runFlags) check() error {
-	if f.openVEX != nil && *f.openVEX != "" {
-		if fi, err := os.Stat(filepath.Dir(*f.openVEX)); err != nil || !fi.IsDir() {
-			return f.usagef("-openvex %s: its directory does not exist", *f.openVEX)
+	for _, out := range []struct {
+		flag string
+		name *string
+	}{{"-openvex", f.openVEX}, {"-sarif", f.sarif}} {
+		if out.name == nil || *out.name == "" {
+			continue
 		}
-		if fi, err := os.Stat(*f.openVEX); err == nil && !fi.Mode().IsRegular() {
-			return f.usagef("-openvex %s is not a regular file", *f.openVEX)
+		if fi, err := os.Stat(filepath.Dir(*out.name)); err != nil || !fi.IsDir() {
+			return f.usagef("%s %s: its directory does not exist", out.flag, *out.name)
+		}
+		if fi, err := os.Stat(*out.name); err == nil && !fi.Mode().IsRegular() {
+			return f.usagef("%s %s is not a regular file", out.flag, *out.name)
 		}
 	}
 	switch {
@@ -111,6 +131,8 @@ func (f *runFlags) check() error {
 		return f.usagef("-pull applies to -image only")
 	case *f.lockTimeout < 0:
 		return f.usagef("-lock-timeout must not be negative")
+	case f.minAge != nil && *f.minAge < 0:
+		return f.usagef("-min-age must not be negative")
 	case len(f.apt()) > 0 && !*f.cgo:
 		return f.usagef("-apt-packages adds to the C toolchain layer, which -cgo=false leaves out")
 	case *f.fixtureProxy != "" && (*f.gateNetwork != "" || *f.gatePrivate != ""):
@@ -221,6 +243,9 @@ func (f *runFlags) options(env *cmdEnv, args []string) (o workflow.Options, clea
 	}
 	o.Proxy, o.DataDir, o.LockTimeout, o.GateNetwork, o.SumDB = *f.proxy, *f.dataDir, *f.lockTimeout, *f.gateNetwork, *f.sumDB
 	o.Image, o.Pull, o.Cgo, o.AptPackages, o.Logger = *f.image, *f.pull, *f.cgo, f.apt(), f.logger(env.stderr)
+	if f.minAge != nil {
+		o.Cooldown.MinAge = *f.minAge
+	}
 	o.Runtime = f.runtimeName()
 	// Waiting is the one thing said off a terminal: a run that seems to
 	// hang should say why.
@@ -238,6 +263,18 @@ func (f *runFlags) fixture() (string, func(), error) {
 		return "", func() {}, nil
 	}
 	return fixtureProxyDir(f.cmd, *f.fixtureProxy, *f.dataDir)
+}
+
+// writeSARIF writes log to -sarif's file, atomically, when the flag is
+// set.
+func (f *runFlags) writeSARIF(log *report.SARIFLog) error {
+	if *f.sarif == "" {
+		return nil
+	}
+	if err := writeAtomic(*f.sarif, func(w io.Writer) error { return report.WriteSARIF(w, log) }); err != nil {
+		return fmt.Errorf("writing the SARIF log: %w", err)
+	}
+	return nil
 }
 
 // logger logs debug detail to w with -v and discards otherwise.

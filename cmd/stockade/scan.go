@@ -57,6 +57,13 @@ does, and writes no document: stderr says why, and a document an earlier
 run of Stockade left at FILE is removed, so FILE exists after a run only
 when this run wrote it.
 
+-sarif FILE also writes the vulnerabilities as a SARIF 2.1.0 log for a
+code-scanning view (docs/REPORT.md): one result per vulnerability (error
+when called, located at your code's call with the trace as a stack;
+warning when imported; note when required), a fingerprint of the ID and
+module so the same vulnerability is the same alert across runs. An
+inconclusive scan's log is marked unsuccessful.
+
 A called vulnerability exits 3, as an inconclusive scan does; imported or
 required ones alone exit 0. A scanner that fails verification is
 Stockade's failure (exit 1); no database, or a malformed one, exit 2.
@@ -66,6 +73,7 @@ Examples:
 	stockade scan -vulndb ~/vulndb .
 	STOCKADE_VULNDB=~/vulndb.zip stockade scan -json ./mymodule
 	stockade scan -vulndb ~/vulndb -openvex mymodule.openvex.json ./mymodule
+	stockade scan -vulndb ~/vulndb -sarif scan.sarif .
 	stockade scan -vulndb testdata/vulndb -fixture-proxy testdata/modules testdata/repos/vuln`,
 		flags: scanFlags,
 	})

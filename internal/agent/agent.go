@@ -3,113 +3,25 @@
 // the sandbox user, and the host's end of its channel (Conn). It uses the
 // standard library only, so the program stays small.
 //
-// # Why
-//
 // An engine exec costs a create, a start, an inspect and a process start in
-// the container (tens of milliseconds). The agent is started once per
-// sandbox by one engine exec with stdin attached, and then runs each
-// command as its own child: a command costs one frame each way and a fork.
+// the container; through the agent, started once per sandbox by one engine
+// exec with stdin attached, a command costs one frame each way and a fork.
 //
-// # Threat model
+// The agent is the session's peer, not trusted: it runs as the sandbox user,
+// so session code can kill, stop or starve it (it makes itself non-dumpable,
+// so it cannot be traced). The host bounds every frame, caps every stream,
+// keeps its own timer for every command and kills commands through the
+// engine, never through the agent; a frame the protocol does not allow drops
+// the channel, and commands go through the engine again.
 //
-// The agent runs as the sandbox user, beside the session's own processes:
-// session code can kill it, stop it, starve it, or (were it dumpable)
-// trace it and take over its channel. The agent makes itself non-dumpable
-// (prctl PR_SET_DUMPABLE 0), so processes of its uid can neither trace it
-// nor open its /proc fd entries; they can still signal it. Nothing it says
-// is trusted beyond the session's own business: the host (Conn and its
-// caller) bounds every frame, caps every stream, keeps its own timer for
-// every command, and kills commands through the engine, never through the
-// agent. A frame the protocol does not allow is a protocol error: the host
-// drops the channel and kills the agent, and commands go through the
-// engine again.
-//
-// # Protocol
-//
-// The channel is the agent's stdin (host to agent) and stdout (agent to
-// host); its stderr is diagnostics, capped by the host. Both directions
-// carry frames: a 9-byte header (type: 1 byte; id: big-endian uint32;
-// payload length: big-endian uint32) and the payload. The id names a
-// command, chosen by the host; 0 is the channel itself.
-//
-// Host to agent:
-//
-//	'R' run      id > 0, payload a JSON Request (at most MaxRequest bytes):
-//	             argv, the environment added to the agent's own, the
-//	             working directory (empty: the agent's), and the bytes of
-//	             its stdin (none: empty)
-//	'C' cancel   id of a command sent earlier, no payload: if the agent has
-//	             not started it, it never will (it answers 'N'); if it has,
-//	             the agent kills its process group (an optimisation: the
-//	             host kills the command itself); a file operation once
-//	             started runs to its end
-//	'W' write    (version 2) id > 0, payload (at most MaxRequest bytes) a
-//	             4-byte big-endian length, a JSON WriteRequest of that
-//	             length (staging name, mtime, each target's path and size),
-//	             then every file's bytes in order: a bulk write done in the
-//	             agent's own process as WriteFiles
-//	'F' read     (version 2) id > 0, payload a JSON ReadRequest (at most
-//	             MaxRead bytes): one file read in the agent's process as
-//	             ReadFile
-//
-// Agent to host:
-//
-//	'H' hello    id 0, payload a JSON Hello (at most MaxHello bytes); the
-//	             agent's first frame, and only then
-//	'S' started  no payload: the agent is about to start the command, and
-//	             has not before; sent before the fork, so a host that never
-//	             got it knows the command never ran (when the agent is dead)
-//	'O' stdout   a chunk of the command's stdout (1 to MaxChunk bytes)
-//	'E' stderr   a chunk of its stderr (1 to MaxChunk bytes)
-//	'X' exit     4 bytes, the big-endian exit status (128+n for signal n):
-//	             the command exited and its stdout and stderr were closed
-//	             by every process holding them (as an engine exec's stream
-//	             ends); the command's last frame
-//	'N' no start a reason (at most MaxReason bytes): the command did not
-//	             start and will not (cancelled, or its fork failed); after
-//	             'S' or without it, never after 'O', 'E' or 'X'; its last
-//	             frame
-//
-// A file operation is answered as a command is: 'S' (or 'N' for a request
-// it cannot decode), its output ('O' the size line and bytes of a read,
-// 'E' the fault lines of a write), 'X' with the exit code the sandbox
-// package's scripts would give (BulkPrepareShell and BulkRenameShell
-// together; ReadFileShell), plus ExitStage for a file that could not be
-// staged and ExitReadRefused for a file the agent cannot read as the
-// sandbox user. No process is forked for it.
-//
-// # Versions
-//
-// The hello says which version the agent speaks (Version); the host
-// accepts MinVersion to Version and sends an agent only the frames of its
-// version: to a version 1 agent, file operations are ErrNotStarted without
-// a frame sent, and the backend uses its scripts. An agent reads a frame
-// of a type it does not know as a protocol error and exits.
-//
-// # File operations
-//
-// They trust nothing the host does not check again: they run as the
-// sandbox user, inside the sandbox, on paths the host validated, with the
-// permissions any session process has, so a session that replaces the
-// agent gains nothing it could not do itself. The host bounds what it
-// keeps of a read (the size asked and the size line), keeps its own timer
-// on each operation (the agent's acknowledgement within a grace, its end
-// within a budget), and drops (kills) an agent that misses either; it
-// then discards what a write staged and does it again with the scripts.
-//
-// The host refuses (protocol error) any other type, an id it has not sent
-// or has seen end, a payload over its type's bound, a second 'H' or 'S',
-// output or 'X' before 'S'. The agent refuses a request with an id in use or
-// a payload over its bound by exiting: the host sees the channel end.
-//
-// # Ending
-//
-// When stdin ends, the agent kills the process group of every command it
-// still runs and exits. When the channel breaks or a frame breaks the
-// protocol, Conn ends every command it was waiting for: one that got 'S'
-// is lost (ErrLost: its caller kills it through the engine), one that did
-// not is ErrNotStarted once Conn's Drop hook has made sure the agent is
-// dead (it kills it through the engine), ErrLost otherwise.
+// The channel carries frames of a 9-byte header (type: 1 byte; id:
+// big-endian uint32; payload length: big-endian uint32) and a payload: run
+// ('R'), cancel ('C'), bulk write ('W') and read ('F') from the host; hello
+// ('H'), started ('S'), stdout ('O'), stderr ('E'), exit ('X') and no start
+// ('N') from the agent. The hello names the protocol Version; the host
+// accepts MinVersion to Version. docs/design/agent.md has every frame, its
+// bounds and the order the host enforces, and how a command ends when the
+// channel breaks.
 package agent
 
 import (

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/image"
 )
 
 // Paths inside the seed container.
@@ -236,19 +237,12 @@ type runner struct {
 // crashed build's containers are reaped with it, and ended in the
 // container at the step's timeout.
 func (r *runner) spec(s step) (container.Spec, error) {
-	env := map[string]string{
-		"GOCACHE":     buildCache,
-		"GOTOOLCHAIN": "local",
-		"GOPROXY":     "off",
-		"GOSUMDB":     "off",
-		"GOPRIVATE":   "",
-		"GOTELEMETRY": "off",
-		"GOPATH":      "/tmp/gopath",
-		"GOMODCACHE":  "/tmp/gopath/pkg/mod",
-		"HOME":        "/tmp/home",
-		"TMPDIR":      "/tmp",
-		"PATH":        "/usr/local/go/bin:/usr/bin:/bin",
-	}
+	// The environment of every go command in a toolchain image, and what
+	// the seed's build adds: its cache, and no network at all.
+	env := image.GoEnv()
+	env["GOCACHE"] = buildCache
+	env["GOPROXY"], env["GOSUMDB"] = "off", "off"
+	env["GOPATH"], env["GOMODCACHE"] = "/tmp/gopath", "/tmp/gopath/pkg/mod"
 	for k, v := range r.cfg.Settings.Env() {
 		env[k] = v
 	}

@@ -28,12 +28,14 @@
 // Use:
 //
 //	seed, err := cacheseed.Ensure(ctx, eng, cacheseed.Config{DataDir: d, Image: id, GoVersion: v, Settings: s})
-//	fresh, err := cacheseed.NewFresh(seed, cachesDir)
-//	spec.Mounts = append(spec.Mounts, fresh.Mounts("/cache")...)
-//	maps.Copy(spec.Env, fresh.Env("/cache"))
+//	spec.ReadOnly = append(spec.ReadOnly, seed.Mounts()...) // the seed at SeedTarget
+//	maps.Copy(spec.Env, seed.Env())                          // GOCACHEPROG
+//
+// with GOCACHE the container's own fresh cache (toolchain.Runner's
+// NewBuildCache).
 //
 // The zero Seed is "no seed": its Mounts and Env are empty, so a caller that
-// could not get one runs with an empty fresh cache, as before.
+// could not get one runs with an empty fresh cache.
 package cacheseed
 
 import (

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -79,9 +80,9 @@ type Spec struct {
 	// Env is the whole environment: the host's never leaks in. The engine
 	// adds the image's own Env under it (images Stockade builds set PATH,
 	// GOROOT, GOTOOLCHAIN=local and CGO_ENABLED=0), and Config adds
-	// EngineEnv(); a name in Env wins.
+	// defaults.Env(); a name in Env wins.
 	Env     map[string]string
-	User    string // "uid:gid"; empty means NobodyUser
+	User    string // "uid:gid"; empty means defaults.NobodyUser
 	Workdir string // absolute; empty keeps the image's
 	// Network is "" or "none" (no interface but loopback, which works as
 	// on a host: 127.0.0.1 and ::1, and localhost in /etc/hosts),
@@ -133,7 +134,7 @@ func (s Spec) Config() (dockerapi.ContainerConfig, error) {
 	}
 	user := s.User
 	if user == "" {
-		user = NobodyUser
+		user = defaults.NobodyUser
 	}
 	if uid, _, _ := strings.Cut(user, ":"); uid == "0" || uid == "root" {
 		return dockerapi.ContainerConfig{}, fmt.Errorf("%w: containers never run as root", ErrInvalidSpec)
@@ -269,7 +270,7 @@ func (m Mount) tmpfsOptions() string {
 
 // envList renders env sorted, refusing names the engine would misread.
 func envList(env map[string]string) ([]string, error) {
-	all := EngineEnv()
+	all := defaults.Env()
 	maps.Copy(all, env)
 	out := make([]string, 0, len(all))
 	for k, v := range all {
@@ -283,17 +284,6 @@ func envList(env map[string]string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// EngineEnv returns what Config puts in every container's environment unless
-// Spec.Env names it: the variables an engine would otherwise choose. Podman
-// adds container=podman and TERM=xterm to every container, Docker neither;
-// set here, the environment, and so what code in the container sees, is
-// the same on both. container is the systemd container interface's name of
-// the implementation; TERM=dumb says what a command's output is: a pipe,
-// no terminal.
-func EngineEnv() map[string]string {
-	return map[string]string{"container": "stockade", "TERM": "dumb"}
 }
 
 // RandomName returns NamePrefix + kind + "-" + 12 random hex digits.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stockade/stockade/internal/defaults"
 )
 
 func TestConfigLockedDownByDefault(t *testing.T) {
@@ -28,14 +30,14 @@ func TestConfigLockedDownByDefault(t *testing.T) {
 	if !reflect.DeepEqual(h.SecurityOpt, []string{"no-new-privileges"}) {
 		t.Errorf("SecurityOpt = %v", h.SecurityOpt)
 	}
-	if cfg.User != NobodyUser {
-		t.Errorf("User = %q; want %q", cfg.User, NobodyUser)
+	if cfg.User != defaults.NobodyUser {
+		t.Errorf("User = %q; want %q", cfg.User, defaults.NobodyUser)
 	}
-	if h.Memory != SessionMemoryBytes || h.MemorySwap != h.Memory || h.NanoCPUs != SessionNanoCPUs || h.PidsLimit == nil || *h.PidsLimit != SessionPidsLimit {
+	if h.Memory != defaults.SessionMemoryBytes || h.MemorySwap != h.Memory || h.NanoCPUs != defaults.SessionNanoCPUs || h.PidsLimit == nil || *h.PidsLimit != defaults.SessionPidsLimit {
 		t.Errorf("limits = mem %d swap %d cpu %d pids %v", h.Memory, h.MemorySwap, h.NanoCPUs, h.PidsLimit)
 	}
 	if want := []string{"TERM=dumb", "container=stockade"}; !reflect.DeepEqual(cfg.Env, want) {
-		t.Errorf("Env = %v; want %v (EngineEnv only)", cfg.Env, want)
+		t.Errorf("Env = %v; want %v (defaults.Env only)", cfg.Env, want)
 	}
 	if !reflect.DeepEqual(h.Ulimits, ulimits()) || len(h.Ulimits) == 0 {
 		t.Errorf("Ulimits = %v; want %v", h.Ulimits, ulimits())
@@ -107,8 +109,8 @@ func TestLimits(t *testing.T) {
 		l, def, want Limits
 		ncpu         int
 	}{
-		{Limits{NanoCPUs: 4e9}, SessionLimits(), Limits{2e9, SessionMemoryBytes, SessionPidsLimit}, 2},
-		{Limits{NanoCPUs: 1e9, PidsLimit: 7}, ToolchainLimits(), Limits{1e9, ToolchainMemoryBytes, 7}, 2},
+		{Limits{NanoCPUs: 4e9}, SessionLimits(), Limits{2e9, defaults.SessionMemoryBytes, defaults.SessionPidsLimit}, 2},
+		{Limits{NanoCPUs: 1e9, PidsLimit: 7}, ToolchainLimits(), Limits{1e9, defaults.ToolchainMemoryBytes, 7}, 2},
 		{Limits{}, ToolchainLimits(), ToolchainLimits(), 0},
 		{Limits{MemoryBytes: -1}, SessionLimits(), SessionLimits(), 8},
 	} {
@@ -132,7 +134,7 @@ func TestToolchainSpec(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Labels, want) {
 		t.Errorf("labels = %v; want %v", cfg.Labels, want)
 	}
-	if strings.Join(cfg.Cmd, " ") != "timeout -s KILL 90 ls" || cfg.User != NobodyUser || *cfg.HostConfig.PidsLimit != ToolchainPidsLimit {
+	if strings.Join(cfg.Cmd, " ") != "timeout -s KILL 90 ls" || cfg.User != defaults.NobodyUser || *cfg.HostConfig.PidsLimit != defaults.ToolchainPidsLimit {
 		t.Errorf("cmd %q user %q pids %d", cfg.Cmd, cfg.User, *cfg.HostConfig.PidsLimit)
 	}
 	for _, bad := range []Scope{{Run: "r", DataDir: "d"}, {Owner: "o", DataDir: "d"}, {Owner: "o", Run: "r"}} {
@@ -152,7 +154,7 @@ func TestSessionSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Labels["io.stockade.session"] != "s1" || cfg.Labels["io.stockade.kind"] != "session" || cfg.User != "1000:1000" || *cfg.HostConfig.PidsLimit != SessionPidsLimit {
+	if cfg.Labels["io.stockade.session"] != "s1" || cfg.Labels["io.stockade.kind"] != "session" || cfg.User != "1000:1000" || *cfg.HostConfig.PidsLimit != defaults.SessionPidsLimit {
 		t.Errorf("labels %v user %q", cfg.Labels, cfg.User)
 	}
 	// The main process is Stockade's, whatever the image's ENTRYPOINT.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
 
@@ -125,7 +126,7 @@ type StdinEngine interface {
 // ExecSpec is one command to run in a running container.
 type ExecSpec struct {
 	Argv []string // the command; required; no NUL bytes
-	User string   // "uid:gid"; empty means NobodyUser; never root unless AsRoot
+	User string   // "uid:gid"; empty means defaults.NobodyUser; never root unless AsRoot
 	// AsRoot allows uid 0 (with the container's empty capability set): the
 	// backend's own setup, never a caller's command.
 	AsRoot bool
@@ -189,7 +190,7 @@ func Exec(ctx context.Context, eng ExecEngine, id string, s ExecSpec) (res Resul
 	}
 	user := s.User
 	if user == "" {
-		user = NobodyUser
+		user = defaults.NobodyUser
 	}
 	if uid, _, _ := strings.Cut(user, ":"); (uid == "0" || uid == "root") && !s.AsRoot {
 		return res, fmt.Errorf("%w: commands never run as root", ErrInvalidSpec)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -254,7 +255,7 @@ func TestKillModes(t *testing.T) {
 	agent := `(setsid sleep 304 &)
 sh -c 'sleep 301 & (setsid sleep 302 &); wait' stockade-exec W1 &
 sleep 303 & wait`
-	xid, err := c.ExecCreate(ctx, id, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", agent, container.MarkerArg("A1")}, User: container.NobodyUser})
+	xid, err := c.ExecCreate(ctx, id, dockerapi.ExecConfig{Cmd: []string{"/bin/sh", "-c", agent, container.MarkerArg("A1")}, User: defaults.NobodyUser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ sleep 303 & wait`
 			t.Fatal("the processes did not start")
 		}
 	}
-	if err := container.KillNested(ctx, c, id, container.NobodyUser, "W1"); err != nil {
+	if err := container.KillNested(ctx, c, id, defaults.NobodyUser, "W1"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ args, want string }{{"sleep 301", "0"}, {"sleep 302", "0"}, {"sleep 303", "1"}, {"sleep 304", "1"}} {
@@ -274,7 +275,7 @@ sleep 303 & wait`
 			t.Errorf("after KillNested: %s x %q; want %s", got, tc.args, tc.want)
 		}
 	}
-	if err := container.KillMarked(ctx, c, id, container.NobodyUser, "A1"); err != nil {
+	if err := container.KillMarked(ctx, c, id, defaults.NobodyUser, "A1"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ args, want string }{{"sleep 303", "0"}, {"sleep 304", "1"}} {
@@ -286,7 +287,7 @@ sleep 303 & wait`
 		t.Errorf("the marked exec after KillMarked: running %v, %v; want ended", in.Running, err)
 	}
 	// A marker nothing carries is nothing to kill.
-	if err := container.KillNested(ctx, c, id, container.NobodyUser, "none"); err != nil {
+	if err := container.KillNested(ctx, c, id, defaults.NobodyUser, "none"); err != nil {
 		t.Errorf("KillNested of nothing = %v", err)
 	}
 }

@@ -6,55 +6,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/sandbox/dockerapi"
-)
-
-// The one home of Stockade's default limits and of the unprivileged user.
-// Sessions (package sandbox's DefaultCPUMillis and DefaultPidsLimit are
-// these) and toolchain containers (profiles, probe, cleanup, seed build)
-// each have one set; nothing else writes a limit down.
-const (
-	// UID is the unprivileged user (and group) every container runs as
-	// unless told otherwise: nobody.
-	UID = 65534
-	// NobodyUser is UID as the engine's "uid:gid".
-	NobodyUser = "65534:65534"
-
-	// SessionNanoCPUs is a session sandbox's CPU limit: one CPU, in
-	// billionths of a CPU.
-	SessionNanoCPUs = 1_000_000_000
-	// SessionMemoryBytes is a session sandbox's memory, swap disabled.
-	SessionMemoryBytes = 1 << 30
-	// SessionPidsLimit bounds a session's processes and threads.
-	SessionPidsLimit = 256
-
-	// ToolchainNanoCPUs is two CPUs, clamped to what the engine has: the
-	// go command compiles packages in parallel.
-	ToolchainNanoCPUs = 2_000_000_000
-	// ToolchainMemoryBytes includes the /tmp tmpfs the kernel charges to
-	// the container (the toolchain links test binaries there), and covers
-	// vetting the largest standard packages (the seed build).
-	ToolchainMemoryBytes = 3 << 30
-	// ToolchainPidsLimit: go test runs a compiler per package and a test
-	// binary per package in parallel.
-	ToolchainPidsLimit = 1024
-	// ToolchainTmpBytes is the size of a toolchain container's /tmp.
-	ToolchainTmpBytes = 1 << 30
-
-	// Processes is every container's RLIMIT_NPROC (soft and hard), set
-	// explicitly so no engine's default decides it (Podman's is above what
-	// a process on machines of this kind may raise it to, and the container
-	// then fails to start). The kernel counts it per uid across the host,
-	// and every container runs as uid 65534, so it is a host-wide ceiling
-	// for Stockade's processes, far above what the pids cgroups
-	// (Limits.PidsLimit) let the containers run together; those are the
-	// per-container bound. Below the hard limit a Podman service runs with
-	// on machines of this kind (32768).
-	Processes = 16384
-	// OpenFiles is every container's open-files limit (RLIMIT_NOFILE, soft
-	// and hard), set explicitly so no engine's default decides it; below
-	// the hard limit engines on machines of this kind run with (20000).
-	OpenFiles = 16384
 )
 
 // Limits are a container's resource limits. A zero field takes the
@@ -68,12 +21,12 @@ type Limits struct {
 
 // SessionLimits are the defaults of a session sandbox.
 func SessionLimits() Limits {
-	return Limits{NanoCPUs: SessionNanoCPUs, MemoryBytes: SessionMemoryBytes, PidsLimit: SessionPidsLimit}
+	return Limits{NanoCPUs: defaults.SessionNanoCPUs, MemoryBytes: defaults.SessionMemoryBytes, PidsLimit: defaults.SessionPidsLimit}
 }
 
 // ToolchainLimits are the defaults of every toolchain container.
 func ToolchainLimits() Limits {
-	return Limits{NanoCPUs: ToolchainNanoCPUs, MemoryBytes: ToolchainMemoryBytes, PidsLimit: ToolchainPidsLimit}
+	return Limits{NanoCPUs: defaults.ToolchainNanoCPUs, MemoryBytes: defaults.ToolchainMemoryBytes, PidsLimit: defaults.ToolchainPidsLimit}
 }
 
 // Or returns l with each zero (or negative) field taken from def.
@@ -133,7 +86,7 @@ func (c *CPUs) Clamp(ctx context.Context, eng Infoer, l Limits) (Limits, error) 
 
 // ulimits are the explicit rlimits of every container.
 func ulimits() []dockerapi.Ulimit {
-	return []dockerapi.Ulimit{{Name: "nofile", Soft: OpenFiles, Hard: OpenFiles}, {Name: "nproc", Soft: Processes, Hard: Processes}}
+	return []dockerapi.Ulimit{{Name: "nofile", Soft: defaults.OpenFiles, Hard: defaults.OpenFiles}, {Name: "nproc", Soft: defaults.Processes, Hard: defaults.Processes}}
 }
 
 // userString renders a uid as "uid:gid" with gid equal to uid.

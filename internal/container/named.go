@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/label"
 )
 
@@ -36,10 +37,10 @@ type Scope struct {
 
 // ToolchainSpec returns the start of every toolchain container: a
 // profile's, the mount probe's, the cleanup's and the seed build's. It runs
-// argv as NobodyUser under an in-container timeout of lifetime (busybox
+// argv as defaults.NobodyUser under an in-container timeout of lifetime (busybox
 // timeout -s KILL, so the container ends by itself even if Stockade is
 // gone), with docker-init as PID 1, ToolchainLimits, an exec-enabled tmpfs
-// /tmp of ToolchainTmpBytes, and the labels of sc and purpose.
+// /tmp of defaults.ToolchainTmpBytes, and the labels of sc and purpose.
 func ToolchainSpec(sc Scope, purpose, image string, lifetime time.Duration, argv []string) (Spec, error) {
 	if sc.Owner == "" || sc.Run == "" || sc.DataDir == "" {
 		return Spec{}, fmt.Errorf("%w: a toolchain container needs an owner, a run and a data directory to be labelled with (have %+v)", ErrInvalidSpec, sc)
@@ -52,13 +53,13 @@ func ToolchainSpec(sc Scope, purpose, image string, lifetime time.Duration, argv
 	return Spec{
 		Image:    image,
 		Cmd:      TimeoutCmd(lifetime, argv),
-		User:     NobodyUser,
+		User:     defaults.NobodyUser,
 		Workdir:  "/tmp",
 		Limits:   ToolchainLimits(),
 		Init:     true,
 		Hostname: "stockade",
 		Labels:   l,
-		Mounts:   []Mount{{Type: Tmpfs, Target: "/tmp", Exec: true, SizeBytes: ToolchainTmpBytes}},
+		Mounts:   []Mount{{Type: Tmpfs, Target: "/tmp", Exec: true, SizeBytes: defaults.ToolchainTmpBytes}},
 	}, nil
 }
 
@@ -97,7 +98,7 @@ const (
 // network, the keeper's limits and "/" as its working directory. The caller
 // adds the image and the session's volumes, read-only.
 func KeeperSpec(owner, session string) Spec {
-	s := SessionSpec(owner, session, UID)
+	s := SessionSpec(owner, session, defaults.UID)
 	s.Workdir, s.Network = "/", "none"
 	s.Limits = Limits{NanoCPUs: KeeperNanoCPUs, MemoryBytes: KeeperMemoryBytes, PidsLimit: KeeperPidsLimit}
 	return s
@@ -118,7 +119,7 @@ func TimeoutCmd(d time.Duration, argv []string) []string {
 // CPU so a download through it is not slowed, memory for its buffers and
 // record, threads for the Go runtime.
 const (
-	GateNanoCPUs    = SessionNanoCPUs
+	GateNanoCPUs    = defaults.SessionNanoCPUs
 	GateMemoryBytes = 128 << 20 // bytes
 	GatePidsLimit   = 64
 	// GateStopSeconds is how long a stop waits between SIGTERM and
@@ -157,7 +158,7 @@ func ToolchainGateSpec(sc Scope) (Spec, error) {
 func gateSpec(l map[string]string) Spec {
 	l[label.Role] = label.RoleGate
 	return Spec{
-		User:        NobodyUser,
+		User:        defaults.NobodyUser,
 		Limits:      Limits{NanoCPUs: GateNanoCPUs, MemoryBytes: GateMemoryBytes, PidsLimit: GatePidsLimit},
 		Init:        true,
 		Labels:      l,

@@ -2,40 +2,27 @@ package container
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/stockade/stockade/domain"
 )
 
-// Runtimes an engine may offer besides its default.
-const (
-	// RuntimeRunsc is gVisor's runtime, as scripts/runsc-up registers it
-	// with Docker: every system call of the container is served by
-	// gVisor's own kernel (the Sentry, in user space), not the host's.
-	RuntimeRunsc = "runsc"
-)
+// RuntimeRunsc is gVisor's runtime (domain.RuntimeRunsc).
+const RuntimeRunsc = domain.RuntimeRunsc
 
 // ErrRuntimeUnavailable reports a runtime the engine does not offer (not
-// in its /info Runtimes). Nothing falls back to another runtime: a
-// container asked to run under gVisor never runs under runc instead.
-var ErrRuntimeUnavailable = errors.New("container: the engine does not offer that runtime")
+// in its /info Runtimes): domain.ErrRuntimeUnavailable. Nothing falls back
+// to another runtime.
+var ErrRuntimeUnavailable = domain.ErrRuntimeUnavailable
 
-// maxRuntimeName bounds a runtime's name, in bytes.
-const maxRuntimeName = 64
-
-// CheckRuntimeName refuses a runtime name no engine could mean: more than
-// 64 bytes, or anything but letters, digits, '.', '_' and '-' ("" is the
-// engine's default and passes). Errors match ErrInvalidSpec.
+// CheckRuntimeName is domain.CheckRuntimeName for a container's spec: its
+// errors match ErrInvalidSpec too.
 func CheckRuntimeName(name string) error {
-	if len(name) > maxRuntimeName {
-		return fmt.Errorf("%w: runtime name of %d bytes", ErrInvalidSpec, len(name))
-	}
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: runtime name %q", ErrInvalidSpec, name)
-		}
+	if err := domain.CheckRuntimeName(name); err != nil {
+		return fmt.Errorf("%w: runtime: %w", ErrInvalidSpec, err)
 	}
 	return nil
 }

@@ -48,13 +48,13 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/gate"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -92,9 +92,6 @@ const InhibitOption = "com.docker.network.bridge.inhibit_ipv4"
 // DefaultPool is the IPv4 range gate networks (and sandbox/docker's
 // owners' networks) take their subnets from when none is configured.
 const DefaultPool = "10.213.0.0/16"
-
-// Program is where the gate image has the gate (image.ProgramDir).
-const Program = image.ProgramDir + "/stockade-gate"
 
 // Budgets of a gate's lifecycle.
 const (
@@ -453,7 +450,7 @@ func Launch(ctx context.Context, eng Engine, name string, spec container.Spec, o
 // most outCap bytes of each stream.
 func Command(ctx context.Context, eng container.ExecEngine, cid, cmd string, outCap int64, log *slog.Logger) (container.Result, error) {
 	return container.Exec(ctx, eng, cid, container.ExecSpec{
-		Argv: []string{Program, cmd}, Timeout: CommandTimeout, OutputCap: outCap,
+		Argv: []string{gate.Program, cmd}, Timeout: CommandTimeout, OutputCap: outCap,
 		// A gate command that hangs means a broken gate: killing it
 		// fails closed.
 		Policy: container.KillContainer, Logger: log,
@@ -500,3 +497,14 @@ func ReadLog(ctx context.Context, eng container.ExecEngine, cid, name string, lo
 
 // Record is one request a gate saw.
 type Record = domain.EgressRecord
+
+// ProxyEnvAt is what a gated container's environment gets when its gate
+// is at hostport ("host:port"): both spellings of the proxy variables
+// (curl reads only the lower-case http_proxy; the go command reads either).
+func ProxyEnvAt(hostport string) map[string]string {
+	u := "http://" + hostport
+	return map[string]string{"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u}
+}
+
+// proxyHostPort is the gate's address on a gate network.
+var proxyHostPort = Alias + ":" + strconv.Itoa(gate.Port)

@@ -174,6 +174,15 @@ func TestMaxLogBytesHoldsAFullLog(t *testing.T) {
 	t.Logf("worst full log: %d bytes (%d a record); MaxLogBytes %d", b.Len(), b.Len()/gate.DefaultLogRecords, MaxLogBytes)
 }
 
+func TestProxyEnvAt(t *testing.T) {
+	if env := ProxyEnvAt("127.0.0.1:3128"); env["https_proxy"] != "http://127.0.0.1:3128" || len(env) != 4 {
+		t.Errorf("ProxyEnvAt = %v", env)
+	}
+	if env := ProxyEnv(); env["HTTP_PROXY"] != "http://stockade-gate:3128" {
+		t.Errorf("ProxyEnv = %v", env)
+	}
+}
+
 func TestAddress(t *testing.T) {
 	for _, tc := range []struct{ subnet, want string }{
 		{"10.213.4.16/28", "10.213.4.30"},

@@ -16,6 +16,21 @@ import (
 // it.
 const ControlSocket = "@stockade-gate"
 
+// Where the host finds the gate: constants here, below everything that runs
+// it, so that what only runs a gate (internal/egress, sandbox/kubernetes)
+// need not link the image builder or the programs' bytes.
+const (
+	// Program is where the gate image holds the gate: the image's command,
+	// and what the host execs with a control command (Program CmdReady).
+	// internal/image's BuildGate puts it there (its ProgramDir and the
+	// program's name; TestProgramImage checks they make this path).
+	Program = "/usr/local/bin/stockade-gate"
+	// Image is the tag of the gate image internal/image's BuildGate
+	// composes, unless told another, and the image a backend's gate runs
+	// when its configuration names none.
+	Image = "stockade/gate:local"
+)
+
 // Control commands, one line each.
 const (
 	CmdReady = "ready" // answered "ok"

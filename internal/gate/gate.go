@@ -2,112 +2,29 @@
 // HTTP and CONNECT) that admits a request only when its host matches the
 // session's allowed hosts and every address it dials passes the address
 // rules, and keeps a bounded record of every attempt. cmd/stockade-gate is
-// its thin main; sandbox/docker runs it as one container per NetLimited
-// session.
+// its thin main; sandbox/docker and the toolchain's networked profiles run
+// it as one container per session, sandbox/kubernetes as a container of the
+// session's pod.
 //
-// # Threat model
+// The client (the sandbox) is hostile and reaches nothing but the gate.
+// Names are matched in one canonical spelling (CanonicalHost); the gate
+// resolves names itself and dials the address it checked; loopback,
+// link-local, unspecified, multicast, broadcast, the engine host's and the
+// gate's own addresses (Policy.HostAddrs) are refused, and private ones
+// unless Policy.Private admits the range. A refusal is a 403 with the reason
+// in the body and in the X-Stockade-Gate-Reason header. CONNECT is an opaque
+// tunnel; the gate does not terminate TLS. It serves only its session's side
+// (Settings.ListenOn, Settings.Clients), and every string of a Record is cut
+// to MaxFieldBytes.
 //
-// The client (the sandbox) is hostile. It reaches nothing but the gate (the
-// backend's topology sees to that), so the gate is the only way out and
-// must not be talked into going where the policy does not allow: names are
-// matched in one canonical spelling (CanonicalHost: no trailing dot, no
-// Unicode, no escapes), the gate resolves names itself, as any process on
-// its outside network does (its resolver, /etc/hosts then DNS), and dials
-// the address it checked (no second lookup a rebinding DNS could answer
-// differently), and addresses that are loopback, link-local (cloud
-// metadata), unspecified, multicast, broadcast, the engine host's or the
-// gate's own (Policy.HostAddrs), or private are refused, private ones
-// unless Policy.Private admits the range. A refusal is a 403 with the
-// reason in the body and in the X-Stockade-Gate-Reason header, at once.
-// A client that ends its sending side once its request is sent is served
-// as any other: the request is not cancelled by it. The gate does not
-// terminate TLS: a CONNECT is an opaque tunnel to the admitted host and
-// port, so the name the client puts in its TLS SNI or in the HTTP Host
-// inside the tunnel cannot change where the bytes go.
-//
-// Whatever else shares the gate's outside network is no client: the gate
-// listens on its address on its session's side only (Settings.ListenOn)
-// and closes, unserved and unrecorded, a connection from outside its
-// Clients' ranges and loopback, so nothing but the session's sandbox
-// gets its credentials or is recorded as the session's. Every string of
-// a Record is cut to MaxFieldBytes, so the record stays readable whatever
-// the sandbox sends.
-//
-// # Protocol between host and gate
-//
-// The gate takes its configuration from its environment (see
-// cmd/stockade-gate): STOCKADE_GATE_ALLOW, STOCKADE_GATE_ANY,
-// STOCKADE_GATE_PRIVATE, STOCKADE_GATE_HOST_ADDRS, STOCKADE_GATE_CLIENTS,
-// STOCKADE_GATE_TOKEN, STOCKADE_GATE_SESSION, STOCKADE_GATE_CONTROLPLANE,
-// STOCKADE_GATE_OTEL, STOCKADE_GATE_OTEL_INSECURE, STOCKADE_GATE_LISTEN,
-// STOCKADE_GATE_CONTROL (Env names them). It listens for proxy requests
-// on port Port of its address inside its clients' ranges (or
-// STOCKADE_GATE_LISTEN) and for the host on an abstract Unix socket
-// (ControlSocket), which only processes in the gate's network namespace
-// can reach: the host runs `stockade-gate ready` or `stockade-gate log` in
-// the gate container (an exec), which send one line ("ready" or "log") and
-// copy the answer ("ok", or LogDump as JSON) to stdout.
-//
-// # Control plane
-//
-// With a control plane URL, the gate fetches the session's credentials
-// once at start: GET ControlplaneURL with "Authorization: Bearer <token>"
-// and "X-Stockade-Session: <session>", answered by 200 and a JSON
-// CredentialSet. It does not start (and so is never ready) when that
-// fails. In a plain-HTTP request to a host a credential's Hosts admit, the
-// gate replaces each occurrence of the credential's Placeholder in the
-// request's header values with its Value, so the sandbox holds only
-// placeholders. HTTPS requests are tunnels the gate cannot read, so their
-// placeholders go out unchanged: a credential for an HTTPS API must be
-// given by other means.
-//
-// # Telemetry
-//
-// With STOCKADE_GATE_OTEL (GateSpec.OTelEndpoint, checked by
-// CheckOTelEndpoint) the gate exports over OTLP/HTTP protobuf, to the
-// endpoint's path + TracesPath and + MetricsPath (internal/gate/telemetry,
-// the one package that links the OpenTelemetry SDK). The gate dials the
-// collector itself, over its outside network, with AddrDialer: not through
-// its policy (the connection is the gate's, not the sandbox's, so the host
-// rules do not apply), but under the same address rules, so a collector
-// name resolving to loopback, link-local, the engine's host or an
-// unadmitted private address is never dialled. The export never holds up
-// a request: spans wait in a bounded queue and are dropped when it is
-// full; each export is bounded
-// by a timeout; at SIGTERM the gate flushes for at most
-// telemetry.ShutdownBudget. Values from the sandbox (host, method, reason)
-// are cut to 256 bytes.
-//
-// Resource attributes (every span and point):
-//
-//	service.name          string  "stockade-gate"
-//	stockade.session.id   string  the session ID
-//
-// One span per request, kind client (the gate's attempt to reach the
-// destination the sandbox named), named after the method ("GET",
-// "CONNECT"; "HTTP" for a method the conventions do not name). It starts
-// at the Record's Time and lasts its Duration. Its status is Error, with
-// the verdict as description, unless the verdict is allowed. Attributes,
-// semantic conventions first (semconv v1.43.0):
-//
-//	http.request.method           string  the method; "_OTHER" for one the conventions do not name
-//	http.request.method_original  string  that method as sent (only with "_OTHER")
-//	server.address                string  the host as the client named it (Record.Host)
-//	server.port                   int     the destination port (absent when malformed)
-//	network.peer.address          string  the IP address dialled (only when one was)
-//	network.peer.port             int     its port (only when one was dialled)
-//	http.response.status_code     int     the status the client got (absent when none)
-//	stockade.gate.verdict         string  allowed, refused, failed or invalid
-//	stockade.gate.reason          string  why, for anything but allowed (absent when empty)
-//	stockade.gate.bytes_up        int     bytes, client to upstream (request body or tunnel)
-//	stockade.gate.bytes_down      int     bytes, upstream to client (answer body or tunnel)
-//
-// Counters (cumulative, monotonic, integer), exported every
-// telemetry.DefaultMetricInterval and at shutdown; their attributes have
-// a handful of values, never a host:
-//
-//	stockade.gate.requests  unit {request}  by stockade.gate.verdict
-//	stockade.gate.bytes     unit By         by stockade.gate.direction ("up": client to upstream, "down")
+// Configuration comes from the environment (Env names the variables); the
+// host talks to the gate over an abstract Unix socket (ControlSocket) through
+// `stockade-gate ready` and `stockade-gate log`. With a control plane URL the
+// gate fetches the session's credentials once at start and substitutes their
+// placeholders in plain-HTTP requests to the hosts they admit. With an OTLP
+// endpoint it exports a span per request and two counters
+// (internal/gate/telemetry). docs/design/gate.md has the threat model, the
+// protocol, the control plane and every telemetry attribute.
 package gate
 
 import (

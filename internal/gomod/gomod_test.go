@@ -54,6 +54,7 @@ func TestCheck_Fixtures(t *testing.T) {
 		{repo: "maintain-newer-go", wantGo: "1.24", stoodIn: true},
 		{repo: "maintain-current", wantGo: "1.24", stoodIn: true},
 		{repo: "maintain-each", wantGo: "1.24", stoodIn: true},
+		{repo: "maintain-group", wantGo: "1.24", stoodIn: true},
 		{repo: "maintain-untidy", wantGo: "1.24", stoodIn: true},
 		{repo: "maintain-hang", wantGo: "1.24", stoodIn: true},
 		// The scan fixtures (testdata/README.md).

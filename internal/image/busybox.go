@@ -49,7 +49,7 @@ func BusyboxPackage() DebPackage {
 // with a toolchain, of goarch; else BusyboxPackage's, fetched into
 // opts.CacheDir (debianBusybox). goarch is the toolchain's GOARCH, empty
 // for an image without Go.
-func findBusybox(ctx context.Context, opts Options, goarch string) (*busybox, error) {
+func findBusybox(ctx context.Context, opts Options, goarch string) (*staticExe, error) {
 	if opts.NoBusybox {
 		return nil, nil
 	}
@@ -77,10 +77,10 @@ func findBusybox(ctx context.Context, opts Options, goarch string) (*busybox, er
 	return bb, nil
 }
 
-// checkBusybox inspects name (inspectBusybox) and, when goarch is not
+// checkBusybox inspects name (inspectStatic) and, when goarch is not
 // empty, checks it is of that architecture.
-func checkBusybox(name, goarch string) (*busybox, error) {
-	bb, err := inspectBusybox(name)
+func checkBusybox(name, goarch string) (*staticExe, error) {
+	bb, err := inspectStatic(name)
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +93,8 @@ func checkBusybox(name, goarch string) (*busybox, error) {
 // debianBusybox returns the busybox of BusyboxPackage for goarch: the
 // package fetched into cacheDir and checked like the C toolchain's
 // (unpackedDebPackages; a second call fetches nothing), its bin/busybox
-// checked by inspectBusybox.
-func debianBusybox(ctx context.Context, goarch, cacheDir string) (*busybox, error) {
+// checked by inspectStatic.
+func debianBusybox(ctx context.Context, goarch, cacheDir string) (*staticExe, error) {
 	pkg := BusyboxPackage()
 	if cacheDir == "" {
 		return nil, errors.New("no cache directory (Options.CacheDir) to fetch it into")

@@ -96,7 +96,7 @@ func baseLayer(bb string, bbSize int64, ca []byte) *layer {
 const ProgramDir = "/usr/local/bin"
 
 // programLayer plans the layer holding Options.Program in ProgramDir.
-func programLayer(prog *busybox) *layer {
+func programLayer(prog *staticExe) *layer {
 	return &layer{what: "program", entries: []entry{
 		{name: "usr/", typ: tar.TypeDir, mode: 0o755},
 		{name: "usr/local/", typ: tar.TypeDir, mode: 0o755},
@@ -162,7 +162,7 @@ type plan struct {
 }
 
 // compose hashes the layers and builds the config and manifest.
-func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca *caBundle, prog *busybox, tag string) (*plan, error) {
+func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *staticExe, ca *caBundle, prog *staticExe, tag string) (*plan, error) {
 	p := &plan{tc: tc, c: c}
 	arch := ""
 	var bbSize int64
@@ -208,7 +208,7 @@ func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca 
 		LabelFormat:   formatVersion,
 	}
 	inputs := "format " + formatVersion + "\n"
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	env := []string{"PATH=" + Path}
 	cmd := []string{"/bin/sh"}
 	if p.busybox != "" {
 		labels[LabelBusybox] = p.bbDigest
@@ -219,12 +219,12 @@ func compose(ctx context.Context, tc *toolchain, c *cToolchain, bb *busybox, ca 
 		inputs += "ca-bundle " + p.caDigest + "\n"
 	}
 	if tc != nil {
-		goLayer := p.layers[1]
+		gl := p.layers[1]
 		labels[LabelGoVersion] = tc.version
-		labels[LabelGoRoot] = goLayer.diffID
-		inputs += "go " + tc.version + " " + goLayer.diffID + "\n"
+		labels[LabelGoRoot] = gl.diffID
+		inputs += "go " + tc.version + " " + gl.diffID + "\n"
 		env = []string{
-			"PATH=" + GoRootInImage + "/bin:/usr/local/bin:/usr/bin:/bin",
+			"PATH=" + GoPath,
 			"GOROOT=" + GoRootInImage,
 			"GOTOOLCHAIN=local", // never download another Go
 		}
@@ -359,16 +359,17 @@ func (p *plan) writeArchive(ctx context.Context, w io.Writer) error {
 	return tw.Close()
 }
 
-// busybox is a checked busybox binary on the host.
-type busybox struct {
+// staticExe is a checked static Linux executable on the host: the
+// busybox, or Options.Program.
+type staticExe struct {
 	path   string
 	digest string // sha256 of the file
 	size   int64
 	arch   string
 }
 
-// inspectBusybox checks that name is a static Linux executable and hashes it.
-func inspectBusybox(name string) (*busybox, error) {
+// inspectStatic checks that name is a static Linux executable and hashes it.
+func inspectStatic(name string) (*staticExe, error) {
 	fi, err := os.Stat(name)
 	if err != nil {
 		return nil, err
@@ -400,7 +401,7 @@ func inspectBusybox(name string) (*busybox, error) {
 	if n != fi.Size() {
 		return nil, fmt.Errorf("%s: changed while reading", name)
 	}
-	return &busybox{path: name, digest: digest(h), size: n, arch: arch}, nil
+	return &staticExe{path: name, digest: digest(h), size: n, arch: arch}, nil
 }
 
 // maxCABundleBytes bounds the CA bundle read into memory and the image;

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/imagetable"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -332,7 +333,7 @@ func TestArchiveLayout(t *testing.T) {
 			t.Errorf("Env %q lacks %q", c.Config.Env, want)
 		}
 	}
-	bbDigest, _ := inspectBusybox(bb)
+	bbDigest, _ := inspectStatic(bb)
 	wantLabels := map[string]string{
 		label.Managed:  label.ManagedValue,
 		label.Kind:     label.KindImage,
@@ -942,7 +943,7 @@ func TestProgramImage(t *testing.T) {
 	if err := json.Unmarshal(files[p.configName()], &c); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(c.Config.Cmd, " "); got != ProgramDir+"/stockade-gate" {
+	if got := strings.Join(c.Config.Cmd, " "); got != gate.Program {
 		t.Errorf("Cmd = %q; want the program", got)
 	}
 	if len(c.RootFS.DiffIDs) != 2 || c.Config.Labels[LabelProgram] != sha(data) {

@@ -8,16 +8,14 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/programs"
 )
-
-// GateTag is the tag of the egress gate's image BuildGate makes.
-const GateTag = "stockade/gate:local"
 
 // BuildGate composes the gate program this binary carries
 // (programs.Gate: cmd/stockade-gate, static) with the base layer (busybox,
 // for the exec wrapper, and the CA bundle, for the control plane) into
-// the gate image, tagged GateTag unless opts names a tag. No Go toolchain
+// the gate image, tagged gate.Image unless opts names a tag. No Go toolchain
 // and no source tree is needed. The result is loaded only when the engine
 // lacks that image ID.
 func BuildGate(ctx context.Context, eng Engine, opts Options) (Result, error) {
@@ -43,7 +41,7 @@ func WriteGateArchive(ctx context.Context, opts Options, w io.Writer) (Result, e
 
 // withGate writes the shipped gate program for this host's architecture
 // into a temporary file and calls compose with opts set to compose it (no
-// Go, the gate as the program, GateTag unless opts names a tag); the file
+// Go, the gate as the program, gate.Image unless opts names a tag); the file
 // goes when compose returns.
 func withGate(opts Options, compose func(Options) error) error {
 	bin, err := programs.Gate.For(runtime.GOARCH)
@@ -61,7 +59,7 @@ func withGate(opts Options, compose func(Options) error) error {
 	}
 	opts.NoGo, opts.Program = true, prog
 	if opts.Tag == "" {
-		opts.Tag = GateTag
+		opts.Tag = gate.Image
 	}
 	return compose(opts)
 }

@@ -37,6 +37,33 @@ import (
 // GoRootInImage is where the toolchain sits in the image; its bin is on PATH.
 const GoRootInImage = "/usr/local/go"
 
+// The PATH of the images this package composes, spelled once: Path in an
+// image without Go, GoPath (GOROOT's bin first) in a toolchain image. The
+// image's config carries it, and every container Stockade runs in a
+// toolchain image sets GoPath (GoEnv).
+const (
+	Path   = "/usr/local/bin:/usr/bin:/bin"
+	GoPath = GoRootInImage + "/bin:" + Path
+)
+
+// GoEnv returns the environment every go command Stockade runs in a
+// toolchain image starts from, built from scratch: the image's PATH, the
+// image's toolchain only (GOTOOLCHAIN=local), no telemetry, no private
+// modules, and /tmp (a tmpfs in every toolchain container) as home and
+// temporary directory. Callers add their caches and module settings:
+// internal/toolchain's Env for the profiles, internal/cacheseed for the
+// seed's build.
+func GoEnv() map[string]string {
+	return map[string]string{
+		"PATH":        GoPath,
+		"GOTOOLCHAIN": "local",
+		"GOTELEMETRY": "off",
+		"GOPRIVATE":   "",
+		"HOME":        "/tmp",
+		"TMPDIR":      "/tmp",
+	}
+}
+
 // DefaultBusybox is where Debian's busybox-static installs busybox.
 const DefaultBusybox = "/bin/busybox"
 
@@ -361,9 +388,9 @@ func prepare(ctx context.Context, opts Options) (*plan, error) {
 			return nil, err
 		}
 	}
-	var prog *busybox
+	var prog *staticExe
 	if opts.Program != "" {
-		if prog, err = inspectBusybox(opts.Program); err != nil {
+		if prog, err = inspectStatic(opts.Program); err != nil {
 			return nil, fmt.Errorf("image: program: %w", err)
 		}
 		if bb != nil && prog.arch != bb.arch || tc != nil && prog.arch != tc.goarch {

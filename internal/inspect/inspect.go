@@ -171,6 +171,7 @@ func (r *results) candidates(p *workflow.Prepared) func(context.Context, time.Du
 // err is Stockade's own failure.
 type listing struct {
 	cands   []report.Candidate
+	held    []report.HeldBack
 	failure string
 	egress  []report.Egress
 	err     error
@@ -188,14 +189,14 @@ func listCandidates(p *workflow.Prepared, st *workflow.Steps) <-chan listing {
 		out <- listing{failure: "not listed: the -deadline ran out first"}
 		return out
 	}
-	acq := p.Acquirer(time.Now().Add(d))
+	until := time.Now().Add(d)
 	p.Beside(func(ctx context.Context) {
 		var l listing
-		cands, err := workflow.Candidates(ctx, acq, p.Module.Direct())
+		cands, held, err := p.Candidates(ctx, until)
 		if err != nil {
 			l.failure = err.Error()
 		} else {
-			l.cands = cands
+			l.cands, l.held = cands, held
 		}
 		l.egress, l.err = p.TakeEgress(ctx, "candidates")
 		out <- l
@@ -236,7 +237,7 @@ func newReport(dir string, p *workflow.Prepared, r results, err error) (*report.
 	if r.listed.failure != "" {
 		rep.CandidatesError = r.listed.failure
 	} else if r.listed.cands != nil {
-		rep.Candidates = r.listed.cands
+		rep.Candidates, rep.HeldBack = r.listed.cands, r.listed.held
 	}
 	return rep, nil
 }

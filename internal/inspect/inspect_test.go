@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/hosttest"
 	"github.com/stockade/stockade/internal/imagetable"
+	"github.com/stockade/stockade/internal/modproxy"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/toolchain"
 	"github.com/stockade/stockade/internal/validate"
@@ -233,8 +235,11 @@ type fixture struct {
 	repo    string
 	dir     string        // the repository; empty means repos/<repo>
 	timeout time.Duration // validation timeout; zero means fixtureTimeout
-	verdict report.Verdict
-	check   func(t *testing.T, r *report.Report)
+	// cooldown is the run's -min-age, on a clock fixed against the
+	// fixture proxy's times; the zero value holds back nothing.
+	cooldown workflow.Cooldown
+	verdict  report.Verdict
+	check    func(t *testing.T, r *report.Report)
 }
 
 // fixtureTimeout bounds each fixture's validation: a seeded cache compiles
@@ -263,8 +268,38 @@ func checkStatus(t *testing.T, r *report.Report, name string, want report.Status
 	t.Errorf("no %s check in %+v", name, r.Checks)
 }
 
+// checkSARIF: the report's SARIF log has a result of rule at file, with
+// the line Go reported.
+func checkSARIF(t *testing.T, r *report.Report, rule, file string) {
+	t.Helper()
+	for _, res := range r.SARIF("inspect").Runs[0].Results {
+		if loc := res.Locations[0].PhysicalLocation; res.RuleID == rule && loc.ArtifactLocation.URI == file && loc.Region != nil && loc.Region.StartLine > 0 {
+			return
+		}
+	}
+	t.Errorf("no SARIF result of rule %s at a line of %s in %+v", rule, file, r.SARIF("inspect").Runs[0].Results)
+}
+
+// fixtureNow is the clock of a fixture with a cooldown: ten days after the
+// fixture proxy's oldest version of each module (greet v1.0.0; v1.0.1 is a
+// day younger, v1.1.0 two days).
+func fixtureNow() time.Time { return modproxy.BaseTime.Add(10 * 24 * time.Hour) }
+
 var fixtures = []fixture{
-	{repo: "clean", verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+	// With a cooldown of 8.5 days on a clock 10 days after greet v1.0.0:
+	// greet v1.1.0 (8 days old) is held back until day 10.5, v1.0.1 (9
+	// days old) is the patch candidate; nothing else is that young.
+	{repo: "clean", cooldown: workflow.Cooldown{MinAge: 8*24*time.Hour + 12*time.Hour, Now: fixtureNow}, verdict: report.Clean, check: func(t *testing.T, r *report.Report) {
+		want := []report.HeldBack{{Path: "stockade.test/greet", Current: "v1.0.0", Version: "v1.1.0", Class: "minor",
+			Published: modproxy.BaseTime.Add(2 * 24 * time.Hour), Until: modproxy.BaseTime.Add(10*24*time.Hour + 12*time.Hour)}}
+		if !reflect.DeepEqual(r.HeldBack, want) {
+			t.Errorf("held back %+v; want %+v", r.HeldBack, want)
+		}
+		for _, c := range r.Candidates {
+			if c.Path == "stockade.test/greet" && c.Version != "v1.0.1" {
+				t.Errorf("candidate %+v: the cooldown holds it back", c)
+			}
+		}
 		var newer bool
 		for _, c := range r.Candidates {
 			if c.Path == "stockade.test/nextgo" && c.Version == "v0.2.0" {
@@ -280,13 +315,16 @@ var fixtures = []fixture{
 	}},
 	{repo: "failing-test", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckTest, report.StatusFail, "")
+		checkSARIF(t, r, "stockade/test", "calc_test.go")
 	}},
 	{repo: "build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckBuild, report.StatusFail, "")
+		checkSARIF(t, r, "stockade/build", "broken.go")
 	}},
 	{repo: "vet-finding", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")
 		checkStatus(t, r, validate.CheckVet, report.StatusFail, "")
+		checkSARIF(t, r, "stockade/vet", "vet.go")
 	}},
 	{repo: "test-build-error", verdict: report.Failing, check: func(t *testing.T, r *report.Report) {
 		checkStatus(t, r, validate.CheckBuild, report.StatusPass, "")
@@ -412,6 +450,7 @@ func TestInspect_Fixtures(t *testing.T) {
 			start := time.Now()
 			rep, err := Inspect(ctx, eng, Options{Options: workflow.Options{
 				Dir: dir, FixtureProxy: proxy, DataDir: dataDir, Timeout: timeout, LockTimeout: 10 * time.Minute, Owner: enginetest.Owner(t),
+				Cooldown: fx.cooldown,
 			}})
 			if err != nil {
 				t.Fatalf("Inspect(%s) = %v", fx.repo, err)

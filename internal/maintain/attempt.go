@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/mod/module"
 
+	"github.com/stockade/stockade/internal/gomod"
 	"github.com/stockade/stockade/internal/report"
 	"github.com/stockade/stockade/internal/testjson"
 	"github.com/stockade/stockade/internal/toolchain"
@@ -23,27 +24,42 @@ import (
 // attempt tries one candidate against the baseline, after tried others:
 // stage it with go get, pass the admission gate, normalize with go mod
 // tidy, validate the upgraded tree, compare, rerun what fails, and make
-// the proposal. Each step is a call; the attempt is built from their
-// results. A failure of Stockade's own is the error: it ends the run
-// (exit 1), since nothing the attempt would say could be trusted.
-func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attempt, error) {
-	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each, tried)}
+// the proposal (with -group, no proposal: a candidate that passes is
+// Passed, and the group is proposed). Each step is a call; the attempt is
+// built from their results. A failure of Stockade's own is the error: it
+// ends the run (exit 1), since nothing the attempt would say could be
+// trusted.
+func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attempt, *try, error) {
+	a := Attempt{Path: c.Path, From: c.Current, To: c.Version, Class: c.Class, Why: whyChosen(c, x.o.Policy, x.o.Each || x.o.Group, tried), Repo: c.Repo, Compare: c.Compare}
+	if a.Repo == "" {
+		// A -module candidate is not listed: its links from the path.
+		a.Repo, a.Compare = gomod.Links(c.Path, c.Current, c.Version, nil)
+	}
 	if fix := fixesCalled(x.base, c); x.o.PreferFixes && len(fix) > 0 {
 		a.Why = "-prefer-fixes: fixes called " + strings.Join(fix, ", ")
 	}
-	t := &try{run: x, a: &a, target: module.Version{Path: c.Path, Version: c.Version}}
-	st := x.steps.Inner(x.log.With("candidate", c.Path+"@"+c.Version))
+	t := &try{run: x, a: &a, targets: []module.Version{{Path: c.Path, Version: c.Version}}}
+	err := t.run.runTry(ctx, t, !x.o.Group)
+	return a, t, err
+}
+
+// runTry runs the steps of t's attempt (the proposal only with propose)
+// and sets its outcome, timings and evidence.
+func (x *run) runTry(ctx context.Context, t *try, propose bool) error {
+	a := t.a
+	st := x.steps.Inner(x.log.With("candidate", t.what()))
 	err := st.Run(ctx,
 		workflow.Step{Name: "stage", Budget: workflow.StageBudget, Do: t.stage},
 		workflow.Step{Name: "gate", Budget: workflow.Left, Do: t.gate},
 		workflow.Step{Name: "tidy", Budget: workflow.TidyBudget, Do: t.tidy},
 		workflow.Step{Name: "post/snapshot", Budget: workflow.Left, Do: t.postSnapshot},
 		workflow.Step{Name: "post/acquire", Budget: workflow.AcquireBudget, Do: t.postAcquire},
+		workflow.Step{Name: "post/apidiff", Budget: workflow.APIDiffBudget, Do: t.apiDiff},
 		workflow.Step{Name: "post/validate", Budget: workflow.Validation(x.o.timeout()), Do: t.postValidate},
 		workflow.Step{Name: "post/scan", Budget: workflow.ScanBudget, Do: t.postScan, Skip: x.o.VulnDB == ""},
 		workflow.Step{Name: "compare", Budget: workflow.Left, Do: t.compare},
 		workflow.Step{Name: "rerun", Budget: workflow.Left, Do: t.rerun},
-		workflow.Step{Name: "proposal", Budget: workflow.ProposalBudget, Do: t.propose},
+		workflow.Step{Name: "proposal", Budget: workflow.ProposalBudget, Do: t.propose, Skip: !propose},
 	)
 	a.Timings = st.Phases()
 	a.Evidence = &Evidence{Tree: t.tree, Parent: x.p.Snapshot.Commit, ConfigHash: hashOf(x.config), ImageID: x.p.Image.ID}
@@ -55,18 +71,21 @@ func (x *run) attempt(ctx context.Context, c report.Candidate, tried int) (Attem
 	case errors.As(err, &de):
 		a.Outcome, a.Reason = ValidationInconclusive, de.Error()
 	case err != nil:
-		return a, fmt.Errorf("maintain: attempt %s during %s: %w", t.target, a.Timings[len(a.Timings)-1].Name, err)
+		return fmt.Errorf("maintain: attempt %s during %s: %w", t.what(), a.Timings[len(a.Timings)-1].Name, err)
+	case !propose:
+		a.Outcome, a.Reason = Passed, "validated: no finding the baseline does not have"
 	default:
 		a.Outcome, a.Reason = ProposalPrepared, "validated: no finding the baseline does not have"
 	}
-	return a, nil
+	return nil
 }
 
 // try is one attempt: its steps and what they found.
 type try struct {
 	*run
-	a      *Attempt
-	target module.Version
+	a *Attempt
+	// targets are the upgrades: one candidate's, or a group's.
+	targets []module.Version
 	// staging holds the staged manifests; before is the baseline's go.mod.
 	staging string
 	before  *manifest
@@ -79,6 +98,15 @@ type try struct {
 	introduced []report.Finding
 }
 
+// what names t's targets: "path@version", space-separated for a group.
+func (t *try) what() string {
+	var s []string
+	for _, v := range t.targets {
+		s = append(s, v.String())
+	}
+	return strings.Join(s, " ")
+}
+
 // stage runs go get of the target in the mutate profile on a staging copy
 // of the baseline's manifests.
 func (t *try) stage(ctx context.Context, d time.Duration) error {
@@ -87,19 +115,23 @@ func (t *try) stage(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	t.staging = staging
-	out, err := t.mutate(ctx, staging, []string{"go", "get", "-modfile=" + toolchain.StagingModFile, t.target.String()}, d)
+	argv := []string{"go", "get", "-modfile=" + toolchain.StagingModFile}
+	for _, v := range t.targets {
+		argv = append(argv, v.String())
+	}
+	out, err := t.mutate(ctx, staging, argv, d)
 	switch {
 	case err != nil:
 		return err
 	case out.TimedOut || validate.OutputReason(out) != "":
-		return end(ValidationInconclusive, "go get %s: %s", t.target, validate.OutputReason(out))
+		return end(ValidationInconclusive, "go get %s: %s", t.what(), validate.OutputReason(out))
 	case out.ExitCode != 0:
 		t.a.Detail = report.Detail(out.Stderr)
 		if n := testjson.NeedsNewerGo(out.Stderr); len(n) > 0 {
 			t.a.Module = n[0].Module
 			return end(RequiresNewerToolchain, "%s@%s requires go >= %s; the toolchain image has go %s (GOTOOLCHAIN=local)", n[0].Module, n[0].Version, n[0].Go, t.p.Image.Minor)
 		}
-		return end(AcquisitionFailed, "go get %s failed (exit %d)", t.target, out.ExitCode)
+		return end(AcquisitionFailed, "go get %s failed (exit %d)", t.what(), out.ExitCode)
 	}
 	return nil
 }
@@ -117,7 +149,11 @@ func (t *try) gate(context.Context, time.Duration) error {
 	t.before = before
 	t.a.Moved = moves(before, staged)
 	gr := goRule{keep: t.o.Policy.KeepGo, imageGo: t.p.Image.GoVersion, goLines: readGoLines(t.p.Runner.ModCache(), t.a.Moved)}
-	if ref := admit(before, staged, t.target, readClosure(t.p.Runner.ModCache(), t.target), gr); ref != nil {
+	cl := closure{}
+	for _, v := range t.targets {
+		cl.add(readClosure(t.p.Runner.ModCache(), v))
+	}
+	if ref := admitAll(before, staged, t.targets, cl, gr); ref != nil {
 		t.a.Rule, t.a.Module = ref.Rule, ref.Module
 		return end(AdmissionRefused, "%s", ref.Reason)
 	}
@@ -130,7 +166,7 @@ func (t *try) gate(context.Context, time.Duration) error {
 
 // tidy normalizes the staged manifests with go mod tidy, twice.
 func (t *try) tidy(ctx context.Context, d time.Duration) error {
-	tidied, ref, why, err := t.normalize(ctx, t.staging, t.before, t.target, d)
+	tidied, ref, why, err := t.normalize(ctx, t.staging, t.before, t.targets, d)
 	if tidied.m != nil {
 		t.a.Moved = moves(t.before, tidied.m)
 	}
@@ -302,8 +338,10 @@ func readFile(p string) ([]byte, error) {
 
 // normalize runs go mod tidy twice on the staged manifests: the second
 // must change nothing, every direct dependency must stay direct, and the
-// target must stay at its version. why says when a run cannot be trusted.
-func (x *run) normalize(ctx context.Context, staging string, before *manifest, target module.Version, d time.Duration) (tidied manifests, ref *Refusal, why string, err error) {
+// targets must stay at their versions. why says when a run cannot be
+// trusted.
+func (x *run) normalize(ctx context.Context, staging string, before *manifest, targets []module.Version, d time.Duration) (tidied manifests, ref *Refusal, why string, err error) {
+	target := targets[0]
 	until := time.Now().Add(d)
 	var runs [2]manifests
 	for i := range runs {
@@ -338,8 +376,10 @@ func (x *run) normalize(ctx context.Context, staging string, before *manifest, t
 			return runs[1], &Refusal{Rule: RuleDirect, Module: p, Reason: fmt.Sprintf("go mod tidy made the direct dependency %s indirect or dropped it", p)}, "", nil
 		}
 	}
-	if got := after.reqs[target.Path].version; got != target.Version {
-		return runs[1], &Refusal{Rule: RuleTarget, Module: target.Path, Reason: fmt.Sprintf("go mod tidy moved %s to %q", target.Path, got)}, "", nil
+	for _, target := range targets {
+		if got := after.reqs[target.Path].version; got != target.Version {
+			return runs[1], &Refusal{Rule: RuleTarget, Module: target.Path, Reason: fmt.Sprintf("go mod tidy moved %s to %q", target.Path, got)}, "", nil
+		}
 	}
 	return runs[1], nil, "", nil
 }

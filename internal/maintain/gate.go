@@ -201,17 +201,34 @@ func (g goRule) highest() (goLine, by string) {
 // explained by the target's requirement closure (at most the version
 // required there); the go line may change only as gr admits.
 func admit(before, after *manifest, target module.Version, cl closure, gr goRule) *Refusal {
+	return admitAll(before, after, []module.Version{target}, cl, gr)
+}
+
+// admitAll is the admission gate of go get of several targets at once (a
+// group): each must be at exactly its version, and cl is the union of
+// their closures (closure.add), so a move any target's requirements
+// explain is admitted.
+func admitAll(before, after *manifest, targets []module.Version, cl closure, gr goRule) *Refusal {
 	refuse := func(rule, mod, format string, args ...any) *Refusal {
 		return &Refusal{Rule: rule, Module: mod, Reason: fmt.Sprintf(format, args...)}
+	}
+	first := targets[0]
+	isTarget := map[string]bool{}
+	for _, t := range targets {
+		isTarget[t.Path] = true
+	}
+	of := fmt.Sprint(targets[0])
+	if len(targets) > 1 {
+		of = fmt.Sprint(targets)
 	}
 	if a, b := after.modulePath(), before.modulePath(); a != b {
 		return refuse(RuleModule, b, "the module path changed from %s to %s", b, a)
 	}
-	if ref := gr.judge(before, after, target); ref != nil {
+	if ref := gr.judge(before, after, first); ref != nil {
 		return ref
 	}
 	if a, b := after.toolchain(), before.toolchain(); a != b {
-		return refuse(RuleToolchain, target.Path, "the toolchain directive changed from %q to %q", b, a)
+		return refuse(RuleToolchain, first.Path, "the toolchain directive changed from %q to %q", b, a)
 	}
 	for _, c := range []struct {
 		rule string
@@ -221,8 +238,10 @@ func admit(before, after *manifest, target module.Version, cl closure, gr goRule
 			return refuse(c.rule, before.modulePath(), "the %s directives changed from %v to %v", c.rule, c.b, c.a)
 		}
 	}
-	if got := after.reqs[target.Path]; got.version != target.Version {
-		return refuse(RuleTarget, target.Path, "%s is at %q after go get, not %s", target.Path, got.version, target.Version)
+	for _, target := range targets {
+		if got := after.reqs[target.Path]; got.version != target.Version {
+			return refuse(RuleTarget, target.Path, "%s is at %q after go get, not %s", target.Path, got.version, target.Version)
+		}
 	}
 	for _, mv := range moves(before, after) {
 		b, had := before.reqs[mv.Path]
@@ -236,7 +255,7 @@ func admit(before, after *manifest, target module.Version, cl closure, gr goRule
 			// admitted only when the target's own requirements imply it
 			// at that version or higher, so nothing selected moved down.
 			if need, ok := cl[mv.Path]; !ok || semver.Compare(need, b.version) < 0 {
-				return refuse(RuleDown, mv.Path, "%s@%s was removed, and the requirements of %s do not keep it at that version (%s)", mv.Path, b.version, target, explain(need, ok))
+				return refuse(RuleDown, mv.Path, "%s@%s was removed, and the requirements of %s do not keep it at that version (%s)", mv.Path, b.version, of, explain(need, ok))
 			}
 		case !had && !a.indirect:
 			return refuse(RuleDirect, mv.Path, "the direct dependency %s@%s was added", mv.Path, a.version)
@@ -244,14 +263,24 @@ func admit(before, after *manifest, target module.Version, cl closure, gr goRule
 			return refuse(RuleDirect, mv.Path, "%s changed from %s to %s", mv.Path, directness(b.indirect), directness(a.indirect))
 		case had && semver.Compare(a.version, b.version) < 0:
 			return refuse(RuleDown, mv.Path, "%s moved down from %s to %s", mv.Path, b.version, a.version)
-		case mv.Path == target.Path:
+		case isTarget[mv.Path]:
 		default:
 			if need, ok := cl[mv.Path]; !ok || semver.Compare(a.version, need) > 0 {
-				return refuse(RuleClosure, mv.Path, "%s moved to %s, which the requirements of %s do not explain (%s)", mv.Path, a.version, target, explain(need, ok))
+				return refuse(RuleClosure, mv.Path, "%s moved to %s, which the requirements of %s do not explain (%s)", mv.Path, a.version, of, explain(need, ok))
 			}
 		}
 	}
 	return nil
+}
+
+// add raises cl to every version o requires higher: the union of two
+// closures.
+func (cl closure) add(o closure) {
+	for p, v := range o {
+		if cur, ok := cl[p]; !ok || semver.Compare(v, cur) > 0 {
+			cl[p] = v
+		}
+	}
 }
 
 func directness(indirect bool) string {

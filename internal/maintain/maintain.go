@@ -66,6 +66,11 @@ type Options struct {
 	// otherwise they are tried in selection order until one prepares a
 	// proposal, at most maxTries.
 	Each bool
+	// Group validates every eligible candidate alone against the one
+	// baseline (as Each, without proposals of their own), then the set
+	// that passed together, and proposes one commit with them
+	// (tryGroup); not with Each.
+	Group bool
 	// Branch, when not empty, is a new branch pointed at the proposal
 	// (only without Each); an existing branch is refused.
 	Branch string
@@ -116,6 +121,12 @@ func (o Options) config(imageID string) string {
 	if o.SumDB != "" {
 		lines = append(lines, "sumdb "+o.SumDB)
 	}
+	if o.Group {
+		lines = append(lines, "group true")
+	}
+	if o.Cooldown.MinAge > 0 {
+		lines = append(lines, "min-age "+o.Cooldown.MinAge.String())
+	}
 	if a := o.Access; a.Private != "" || a.NoSumDB != "" {
 		lines = append(lines, "private "+a.Private, "nosumdb "+a.NoSumDB)
 	}
@@ -161,6 +172,8 @@ type run struct {
 	uncommitted []string
 	base        *Validation
 	judged      []Candidate        // every listed candidate, judged
+	held        []report.HeldBack  // what the cooldown held back
+	group       *Group             // -group's members and combinations
 	order       []report.Candidate // the eligible ones, in the order tried
 	attempts    []Attempt
 	egress      []report.Egress // candidates' and attempts'
@@ -233,6 +246,9 @@ func Maintain(ctx context.Context, eng workflow.Engine, o Options) (*Report, err
 func (o Options) check() error {
 	if err := o.Policy.Validate(); err != nil {
 		return err
+	}
+	if o.Each && o.Group {
+		return fmt.Errorf("%w: -each proposes each candidate alone; -group proposes them together", ErrPolicy)
 	}
 	if o.Each && o.Branch != "" {
 		return fmt.Errorf("%w: -branch names one proposal; -each may make several", ErrPolicy)
@@ -337,10 +353,11 @@ func (x *run) listCandidates(ctx context.Context, d time.Duration) error {
 	if c := x.pinned; c != nil {
 		x.judged, x.order = []Candidate{{Candidate: *c, Eligible: true}}, []report.Candidate{*c}
 	} else {
-		listed, err := workflow.Candidates(ctx, x.p.Acquirer(time.Now().Add(d)), x.p.Module.Direct())
+		listed, held, err := x.p.Candidates(ctx, time.Now().Add(d))
 		if err != nil {
 			return err
 		}
+		x.held = held
 		x.judged, x.order = judge(listed, x.o.Policy)
 	}
 	if err := x.takeEgress(ctx, "candidates"); err != nil {
@@ -358,11 +375,14 @@ func (x *run) listCandidates(ctx context.Context, d time.Duration) error {
 // tryCandidates tries the eligible candidates (tryInOrder), each attempt
 // a step whose own steps have their budgets.
 func (x *run) tryCandidates(ctx context.Context) (err error) {
+	if x.o.Group {
+		return x.tryGroup(ctx)
+	}
 	more := func() bool { return x.steps.Left() >= validate.MinStep }
 	x.attempts, err = tryInOrder(x.order, x.o.Each, more, func(c report.Candidate, tried int) (a Attempt, err error) {
 		name := "attempt " + c.Path + "@" + c.Version
 		err = x.steps.Do(ctx, name, workflow.Unbounded, func(ctx context.Context, _ time.Duration) error {
-			if a, err = x.attempt(ctx, c, tried); err != nil {
+			if a, _, err = x.attempt(ctx, c, tried); err != nil {
 				return err
 			}
 			return x.takeEgress(ctx, name)
@@ -385,7 +405,7 @@ func (x *run) takeEgress(ctx context.Context, phase string) error {
 func (x *run) report(err error) (*Report, error) {
 	p := x.p
 	rep := &Report{Schema: Schema, Dir: x.o.Dir, Source: p.Source, Refusal: p.Refusal, Uncommitted: x.uncommitted,
-		Baseline: x.base, Candidates: x.judged, Attempts: x.attempts, Notes: p.Notes, Egress: append(p.Egress, x.egress...)}
+		Baseline: x.base, Candidates: x.judged, HeldBack: x.held, Attempts: x.attempts, Group: x.group, Notes: p.Notes, Egress: append(p.Egress, x.egress...)}
 	if p.Module != nil {
 		rep.Module, rep.Go = p.Module.Path, p.Module.Go
 	}
@@ -416,7 +436,7 @@ func (x *run) report(err error) (*Report, error) {
 		rep.Outcome, rep.Reason = AcquisitionFailed, "the baseline's modules could not be downloaded: "+a.Failure.Detail
 	}
 	rep.Timings.Phases = x.steps.Phases()
-	rep.finish(x.steps.Elapsed().Milliseconds(), x.o.Each)
+	rep.finish(x.steps.Elapsed().Milliseconds(), x.o.Each || x.o.Group)
 	return rep, nil
 }
 

@@ -1,6 +1,7 @@
 package maintain
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +132,13 @@ func TestMaintain_Fixtures(t *testing.T) {
 			if a := r.Attempts[0]; len(a.Introduced) == 0 || a.Evidence == nil || a.Evidence.Tree == "" {
 				t.Errorf("the regressed attempt %+v lacks its findings or evidence", a)
 			}
+			// The API diff names what broke the build, before the tests.
+			if a := r.Attempts[0]; !slices.Contains(a.APIChanges, APIChange{Package: "stockade.test/brk", Change: "func Old removed"}) {
+				t.Errorf("brk's API changes %+v (%s); want func Old removed", a.APIChanges, a.APINote)
+			}
+			if a := r.Attempts[1]; len(a.APIChanges) != 0 || a.APINote != "" {
+				t.Errorf("greet's API changes %+v (%s); want none", a.APIChanges, a.APINote)
+			}
 			if a := r.Attempts[1]; a.Proposal == nil || !strings.Contains(a.Why, "tried before it did not pass") {
 				t.Errorf("the second attempt %+v; want a proposal saying why it was tried", a)
 			}
@@ -147,6 +155,57 @@ func TestMaintain_Fixtures(t *testing.T) {
 			}
 			if strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("attempts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}},
+		// -group: brk v1.1.0 fails alone; greet, pairone and pairtwo pass
+		// alone, but the three together fail TestLevels (the pair
+		// conflicts): greet and pairone together pass, pairtwo is named as
+		// what breaks the group, and the one proposal has greet and pairone.
+		{"maintain-group", Options{Group: true}, ProposalPrepared, func(t *testing.T, r *Report) {
+			var got []string
+			for _, a := range r.Attempts {
+				got = append(got, a.Path+"@"+a.To+" "+string(a.Outcome))
+			}
+			g := r.Group
+			if g == nil {
+				t.Fatalf("no group in the report; attempts %v", got)
+			}
+			for _, a := range g.Tried {
+				var m []string
+				for _, c := range a.Members {
+					m = append(m, c.Path+"@"+c.Version)
+				}
+				got = append(got, "together "+strings.Join(m, " ")+" "+string(a.Outcome))
+			}
+			for _, m := range g.Members {
+				got = append(got, fmt.Sprintf("%s in=%v %s", m.Path, m.In, m.Why))
+			}
+			want := []string{
+				"stockade.test/brk@v1.1.0 regressed",
+				"stockade.test/greet@v1.1.0 passed",
+				"stockade.test/pairone@v1.1.0 passed",
+				"stockade.test/pairtwo@v1.1.0 passed",
+				"together stockade.test/greet@v1.1.0 stockade.test/pairone@v1.1.0 stockade.test/pairtwo@v1.1.0 regressed",
+				"together stockade.test/greet@v1.1.0 stockade.test/pairone@v1.1.0 passed",
+				"stockade.test/brk in=false failed alone: regressed (attempt 1)",
+				"stockade.test/greet in=true passed alone (attempt 2) and together (tried 2)",
+				"stockade.test/pairone in=true passed alone (attempt 3) and together (tried 2)",
+				"stockade.test/pairtwo in=false breaks the group: regressed together with stockade.test/greet@v1.1.0, stockade.test/pairone@v1.1.0 (tried 1)",
+			}
+			if len(got) != len(want) {
+				t.Fatalf("attempts, combinations and members:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			for i := range want {
+				if !strings.HasPrefix(got[i], want[i]) {
+					t.Errorf("got  %s\nwant %s...", got[i], want[i])
+				}
+			}
+			p := g.Proposal
+			if p == nil || !strings.Contains(p.Message, "upgrade 2 direct dependencies together") || !strings.Contains(p.Message, "stockade.test/pairtwo@v1.1.0 left out: breaks the group") {
+				t.Fatalf("group proposal %+v; want greet and pairone, pairtwo named as left out", p)
+			}
+			if tried := g.Tried[1]; tried.Evidence == nil || tried.Evidence.Tree == "" || !strings.Contains(g.Tried[0].Reason, "TestLevels") {
+				t.Errorf("combinations %+v; want the passing one's tree and the failing one's evidence naming TestLevels", g.Tried)
 			}
 		}},
 	} {

@@ -39,8 +39,33 @@ func (x *run) propose(ctx context.Context, a *Attempt, ms manifests, post []repo
 // between machines or runs.
 func (x *run) message(a *Attempt, post []report.Check) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "deps: upgrade %s from %s to %s\n\n", a.Path, a.From, a.To)
-	fmt.Fprintf(&b, "A %s upgrade of a direct dependency.\nWhy this one: %s.\n\n", a.Class, a.Why)
+	if len(a.Members) > 0 {
+		fmt.Fprintf(&b, "deps: upgrade %d direct dependencies together\n\n", len(a.Members))
+		for _, m := range a.Members {
+			fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, m.Current, m.Version, m.Class)
+			if link := orText(m.Compare, m.Repo); link != "" {
+				fmt.Fprintf(&b, "    %s\n", link)
+			}
+		}
+		fmt.Fprintf(&b, "\nWhy these: %s.\n\n", a.Why)
+	} else {
+		fmt.Fprintf(&b, "deps: upgrade %s from %s to %s\n\n", a.Path, a.From, a.To)
+		fmt.Fprintf(&b, "A %s upgrade of a direct dependency.\nWhy this one: %s.\n", a.Class, a.Why)
+		if a.Repo != "" {
+			fmt.Fprintf(&b, "Repository: %s\n", a.Repo)
+		}
+		if a.Compare != "" {
+			fmt.Fprintf(&b, "Changes: %s\n", a.Compare)
+		}
+		b.WriteString("\n")
+	}
+	if len(a.VulnsFixed) > 0 {
+		var ids []string
+		for _, v := range a.VulnsFixed {
+			ids = append(ids, v.ID+" ("+string(v.Level)+")")
+		}
+		fmt.Fprintf(&b, "Fixes vulnerabilities: %s\n\n", strings.Join(ids, ", "))
+	}
 	b.WriteString("Requirements changed:\n")
 	for _, m := range a.Moved {
 		kind := "indirect"
@@ -48,6 +73,12 @@ func (x *run) message(a *Attempt, post []report.Check) string {
 			kind = "direct"
 		}
 		fmt.Fprintf(&b, "  %s %s => %s (%s)\n", m.Path, orNone(m.From), orNone(m.To), kind)
+	}
+	if len(a.APIChanges) > 0 {
+		b.WriteString("\nIncompatible API changes of the packages this module imports\n(go doc of the old and the new version, before any test ran):\n")
+		for _, c := range a.APIChanges {
+			fmt.Fprintf(&b, "  %s: %s\n", c.Package, c.Change)
+		}
 	}
 	if g := a.GoRaised; g != nil {
 		fmt.Fprintf(&b, "\nThe go line moves from %s to %s: %s requires it (go get raises it so).\nThe upgraded tree was validated with %s, which builds go %s.\n", orNone(g.From), g.To, g.RequiredBy, x.p.Image.GoVersion, g.To)
@@ -82,6 +113,13 @@ func (a *Attempt) postFlakes() []Flake {
 		}
 	}
 	return out
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func dedupe(s []string) []string {

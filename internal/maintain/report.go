@@ -21,6 +21,9 @@ const (
 	// ProposalPrepared: the upgrade passed every step; a proposal commit
 	// is stored under refs/stockade/proposals/.
 	ProposalPrepared Outcome = "proposal_prepared"
+	// Passed: with -group, the candidate passed every step alone; the
+	// group, not it, is proposed. Never a run's outcome.
+	Passed Outcome = "passed"
 	// NoCandidate: no direct dependency has an eligible newer version.
 	NoCandidate Outcome = "no_candidate"
 	// AdmissionRefused: go get moved something the admission gate does
@@ -66,7 +69,7 @@ const (
 // ExitCode returns the exit code of o.
 func (o Outcome) ExitCode() int {
 	switch o {
-	case ProposalPrepared:
+	case ProposalPrepared, Passed:
 		return ExitProposal
 	case Unsupported:
 		return ExitUnsupported
@@ -101,10 +104,16 @@ type Report struct {
 	// Candidates are every newer version of a direct dependency listed;
 	// Eligible says which the policy allows.
 	Candidates []Candidate `json:"candidates"`
+	// HeldBack are the versions -min-age held back (report.HeldBack);
+	// absent without a cooldown.
+	HeldBack []report.HeldBack `json:"held_back,omitempty"`
 	// Attempts are the candidates tried, in selection order: until one
 	// prepared a proposal (at most maxTries), or with -each every eligible
 	// one.
 	Attempts []Attempt `json:"attempts"`
+	// Group is -group's result: each eligible candidate in or out of the
+	// proposal and why, and the combinations validated together.
+	Group *Group `json:"group,omitempty"`
 	// ConfigHash binds the outcome to the settings that decide it
 	// (Config.Hash).
 	ConfigHash string `json:"config_hash"`
@@ -148,11 +157,19 @@ type Flake struct {
 
 // Attempt is what happened to one candidate.
 type Attempt struct {
-	Path    string  `json:"path"`
-	From    string  `json:"from"`
-	To      string  `json:"to"`
-	Class   string  `json:"class"`
-	Why     string  `json:"why"` // why this candidate was chosen
+	Path  string `json:"path"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Class string `json:"class"`
+	// Members, in a group's combination (Group.Tried), are the upgrades
+	// validated together; Path, From and To are then empty and Class is
+	// "group".
+	Members []report.Candidate `json:"members,omitempty"`
+	Why     string             `json:"why"` // why this candidate was chosen
+	// Repo and Compare link the candidate's repository and the changes
+	// from From to To (report.Candidate's).
+	Repo    string  `json:"repo,omitempty"`
+	Compare string  `json:"compare,omitempty"`
 	Outcome Outcome `json:"outcome"`
 	Reason  string  `json:"reason,omitempty"`
 	// Rule and Module name what the gate or normalization refused.
@@ -162,6 +179,12 @@ type Attempt struct {
 	Detail string `json:"detail,omitempty"`
 	// Moved lists every requirement the upgrade changed.
 	Moved []Move `json:"moved,omitempty"`
+	// APIChanges are the incompatible changes of the exported API of the
+	// packages the module imports from the modules the upgrade moved,
+	// old version to new (apidiff.go), found before the upgraded tree's
+	// tests run; APINote says when they could not all be compared.
+	APIChanges []APIChange `json:"api_changes,omitempty"`
+	APINote    string      `json:"api_note,omitempty"`
 	// GoRaised, when set, says the upgrade raised the go line, as go get
 	// does when a requirement that moved needs a newer language version:
 	// the upgraded tree was validated with the image's Go, which builds it.
@@ -179,6 +202,37 @@ type Attempt struct {
 	Proposal        *Proposal      `json:"proposal,omitempty"`
 	Evidence        *Evidence      `json:"evidence,omitempty"`
 	Timings         []report.Phase `json:"timings"`
+}
+
+// Group is what -group did after each candidate's attempt alone.
+type Group struct {
+	// Members are the eligible candidates, in selection order, each in
+	// the proposal or left out, and why.
+	Members []Member `json:"members"`
+	// Tried are the combinations validated together, in order: every
+	// candidate that passed alone; when that did not pass, growing
+	// subsets in selection order, each member added to the last subset
+	// that passed. A combination known to fail is not tried again.
+	Tried []Attempt `json:"tried"`
+	// Proposal is the one commit of the members in, when there is one:
+	// the last combination that passed (or, with one member in, its own
+	// attempt's validated tree).
+	Proposal *Proposal `json:"proposal,omitempty"`
+}
+
+// Member is one eligible candidate of a group.
+type Member struct {
+	Path  string `json:"path"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Class string `json:"class"`
+	// In: the candidate is in the proposal.
+	In bool `json:"in"`
+	// Why says why it is in or out, naming the attempt or combination
+	// whose evidence shows it: "passed alone and together (tried 1)",
+	// "failed alone: regressed (attempt 1): ...", "breaks the group:
+	// regressed together with ... (tried 1): ...".
+	Why string `json:"why"`
 }
 
 // GoRaise is a raise of the go line an upgrade requires.
@@ -223,9 +277,23 @@ type Evidence struct {
 // decide it: with each, inconclusive if any attempt was, else a proposal
 // if any was prepared, else the first attempt's outcome; without, the
 // attempts were tries until one passed: a proposal if the last prepared
-// one, else as with each.
+// one, else as with each. With a group, inconclusive if any attempt or
+// combination was, else its proposal, else as with each.
 func (r *Report) finish(total int64, each bool) {
 	r.Timings.TotalMS = total
+	if g := r.Group; r.Outcome == "" && g != nil {
+		// As with each, an inconclusive attempt or combination makes the
+		// run inconclusive (the proposal, if made, stays); else the
+		// group's proposal decides; else the members' own outcomes.
+		for _, a := range append(append([]Attempt{}, r.Attempts...), g.Tried...) {
+			if a.Outcome == ValidationInconclusive {
+				r.Outcome = ValidationInconclusive
+			}
+		}
+		if r.Outcome == "" && g.Proposal != nil {
+			r.Outcome = ProposalPrepared
+		}
+	}
 	if n := len(r.Attempts); r.Outcome == "" && !each && n > 0 && r.Attempts[n-1].Outcome == ProposalPrepared {
 		r.Outcome = ProposalPrepared
 	}
@@ -239,7 +307,7 @@ func (r *Report) finish(total int64, each bool) {
 		}
 		if r.Outcome != ValidationInconclusive {
 			for i, a := range r.Attempts {
-				if i == 0 || a.Outcome == ProposalPrepared {
+				if i == 0 || a.Outcome == ProposalPrepared || r.Outcome == Passed {
 					r.Outcome = a.Outcome
 				}
 				if a.Outcome == ProposalPrepared {
@@ -247,6 +315,11 @@ func (r *Report) finish(total int64, each bool) {
 				}
 			}
 		}
+	}
+	if r.Outcome == Passed {
+		// Every member passed alone and no group was proposed: only an
+		// inconclusive combination does that (above); never "passed".
+		r.Outcome = ValidationInconclusive
 	}
 	r.ExitCode = r.Outcome.ExitCode()
 	if r.Candidates == nil {
@@ -265,4 +338,22 @@ func WriteJSON(w io.Writer, r *Report) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// SARIF returns the baseline's findings as a SARIF log: what the
+// validated commit has (its checks and, with -vulndb, its scan). An
+// upgrade's findings are about a tree no commit of the repository has yet:
+// they are in the attempts, not in the log. A run without a trusted
+// baseline is marked unsuccessful.
+func (r *Report) SARIF() *report.SARIFLog {
+	in := report.SARIFInput{Command: "maintain", Module: r.Module, Source: r.Source, Verdict: string(r.Outcome), ExitCode: r.ExitCode}
+	if r.Baseline != nil {
+		in.Checks, in.Vulns = r.Baseline.Checks, r.Baseline.Vulns
+		if len(in.Checks) == 0 {
+			in.Incomplete = append(in.Incomplete, "the baseline's validation ran no check")
+		}
+	} else {
+		in.Incomplete = append(in.Incomplete, "no baseline was validated: "+string(r.Outcome)+" "+r.Reason)
+	}
+	return report.SARIF(in)
 }

@@ -65,49 +65,28 @@ func WriteText(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "  %s %s -> %s (%s): %s\n", c.Path, c.Current, c.Version, c.Class, state)
 		}
 	}
+	if len(r.HeldBack) > 0 {
+		b.WriteString("\n")
+		report.WriteHeldBack(&b, r.HeldBack)
+	}
 	for _, a := range r.Attempts {
-		fmt.Fprintf(&b, "\n%s %s -> %s: %s\n", a.Path, a.From, a.To, strings.ToUpper(string(a.Outcome)))
-		if a.Reason != "" {
-			fmt.Fprintf(&b, "  %s\n", a.Reason)
-		}
-		if a.Rule != "" {
-			fmt.Fprintf(&b, "  rule %s, module %s\n", a.Rule, a.Module)
-		}
-		for _, l := range strings.Split(strings.TrimSpace(a.Detail), "\n") {
-			if l != "" {
-				fmt.Fprintf(&b, "    %s\n", l)
+		writeAttempt(&b, a)
+	}
+	if g := r.Group; g != nil {
+		b.WriteString("\ngroup (-group):\n")
+		for _, m := range g.Members {
+			state := "out"
+			if m.In {
+				state = "in"
 			}
+			fmt.Fprintf(&b, "  %s %s %s -> %s: %s\n", state, m.Path, m.From, m.To, m.Why)
 		}
-		for _, m := range a.Moved {
-			fmt.Fprintf(&b, "  moved %s %s => %s\n", m.Path, orNone(m.From), orNone(m.To))
+		for i, a := range g.Tried {
+			fmt.Fprintf(&b, "\ntried %d:", i+1)
+			writeAttempt(&b, a)
 		}
-		if g := a.GoRaised; g != nil {
-			fmt.Fprintf(&b, "  go line %s => %s, required by %s (validated with the image's Go; -keep-go refuses it)\n", orNone(g.From), g.To, g.RequiredBy)
-		}
-		if a.Post != nil {
-			fmt.Fprintf(&b, "  after: %s\n", checksLine(a.Post))
-			for _, fl := range a.Post.Flaky {
-				what := "flaky"
-				if fl.Regression {
-					what = "regression"
-				}
-				fmt.Fprintf(&b, "  %s: %s %s (before %s; after %s)\n", what, fl.Package, fl.Test, strings.Join(fl.Before, " "), strings.Join(fl.After, " "))
-			}
-		}
-		for _, f := range a.Introduced {
-			fmt.Fprintf(&b, "  introduced %s\n", describeFindings([]report.Finding{f}))
-		}
-		if a.Post != nil && a.Post.Vulns != nil {
-			fmt.Fprintf(&b, "  vulnerabilities after: %s\n", vulnLine(a.Post.Vulns))
-		}
-		if len(a.VulnsFixed) > 0 {
-			fmt.Fprintf(&b, "  fixes %s\n", ids(a.VulnsFixed))
-		}
-		if len(a.VulnsIntroduced) > 0 {
-			fmt.Fprintf(&b, "  introduces vulnerabilities %s\n", ids(a.VulnsIntroduced))
-		}
-		if p := a.Proposal; p != nil {
-			fmt.Fprintf(&b, "  proposal %s at %s\n", p.Commit, p.Ref)
+		if p := g.Proposal; p != nil {
+			fmt.Fprintf(&b, "\ngroup proposal %s at %s\n", p.Commit, p.Ref)
 			if p.Branch != "" {
 				fmt.Fprintf(&b, "  branch %s\n", p.Branch)
 			}
@@ -119,6 +98,76 @@ func WriteText(w io.Writer, r *Report) error {
 	fmt.Fprintf(&b, "\ntime %.1fs\n", float64(r.Timings.TotalMS)/1000)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeAttempt writes one attempt, or one combination of a group.
+func writeAttempt(b *strings.Builder, a Attempt) {
+	head := a.Path + " " + a.From + " -> " + a.To
+	if len(a.Members) > 0 {
+		var m []string
+		for _, c := range a.Members {
+			m = append(m, c.Path+" "+c.Current+" -> "+c.Version)
+		}
+		head = "together: " + strings.Join(m, ", ")
+	}
+	fmt.Fprintf(b, "\n%s: %s\n", head, strings.ToUpper(string(a.Outcome)))
+	if link := orText(a.Compare, a.Repo); link != "" {
+		fmt.Fprintf(b, "  changes: %s\n", link)
+	}
+	if a.Reason != "" {
+		fmt.Fprintf(b, "  %s\n", a.Reason)
+	}
+	if a.Rule != "" {
+		fmt.Fprintf(b, "  rule %s, module %s\n", a.Rule, a.Module)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(a.Detail), "\n") {
+		if l != "" {
+			fmt.Fprintf(b, "    %s\n", l)
+		}
+	}
+	for _, m := range a.Moved {
+		fmt.Fprintf(b, "  moved %s %s => %s\n", m.Path, orNone(m.From), orNone(m.To))
+	}
+	for _, c := range a.APIChanges {
+		fmt.Fprintf(b, "  api %s: %s\n", c.Package, c.Change)
+	}
+	if a.APINote != "" {
+		fmt.Fprintf(b, "  api: %s\n", a.APINote)
+	}
+	if g := a.GoRaised; g != nil {
+		fmt.Fprintf(b, "  go line %s => %s, required by %s (validated with the image's Go; -keep-go refuses it)\n", orNone(g.From), g.To, g.RequiredBy)
+	}
+	if a.Post != nil {
+		fmt.Fprintf(b, "  after: %s\n", checksLine(a.Post))
+		for _, fl := range a.Post.Flaky {
+			what := "flaky"
+			if fl.Regression {
+				what = "regression"
+			}
+			fmt.Fprintf(b, "  %s: %s %s (before %s; after %s)\n", what, fl.Package, fl.Test, strings.Join(fl.Before, " "), strings.Join(fl.After, " "))
+		}
+	}
+	for _, f := range a.Introduced {
+		fmt.Fprintf(b, "  introduced %s\n", describeFindings([]report.Finding{f}))
+	}
+	if a.Post != nil && a.Post.Vulns != nil {
+		fmt.Fprintf(b, "  vulnerabilities after: %s\n", vulnLine(a.Post.Vulns))
+	}
+	if len(a.VulnsFixed) > 0 {
+		fmt.Fprintf(b, "  fixes %s\n", ids(a.VulnsFixed))
+	}
+	if len(a.VulnsIntroduced) > 0 {
+		fmt.Fprintf(b, "  introduces vulnerabilities %s\n", ids(a.VulnsIntroduced))
+	}
+	if p := a.Proposal; p != nil {
+		fmt.Fprintf(b, "  proposal %s at %s\n", p.Commit, p.Ref)
+		if p.Branch != "" {
+			fmt.Fprintf(b, "  branch %s\n", p.Branch)
+		}
+		for _, c := range p.Commands {
+			fmt.Fprintf(b, "    %s\n", c)
+		}
+	}
 }
 
 func checksLine(v *Validation) string {

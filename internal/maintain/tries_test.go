@@ -2,6 +2,7 @@ package maintain
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stockade/stockade/internal/report"
@@ -70,5 +71,61 @@ func TestFinish_TriesUntilOneProposes(t *testing.T) {
 	r.finish(0, true)
 	if r.Outcome != ValidationInconclusive {
 		t.Errorf("-each: outcome %s; want validation_inconclusive", r.Outcome)
+	}
+}
+
+// TestFinish_Group: with -group, as with -each, an inconclusive attempt
+// or combination makes the run inconclusive; else the group's proposal
+// decides; otherwise the members' own outcomes do, "passed" never being
+// the run's.
+func TestFinish_Group(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		attempts []Outcome
+		tried    []Outcome
+		proposal bool
+		want     Outcome
+	}{
+		{"proposed", []Outcome{Regressed, Passed, Passed}, []Outcome{Regressed, Passed}, true, ProposalPrepared},
+		{"group inconclusive", []Outcome{Passed, Passed}, []Outcome{ValidationInconclusive}, false, ValidationInconclusive},
+		{"none passed alone", []Outcome{Regressed, AdmissionRefused}, nil, false, Regressed},
+		{"passed, no proposal", []Outcome{Passed, Regressed}, nil, false, Regressed},
+		{"only passed, no proposal", []Outcome{Passed}, nil, false, ValidationInconclusive},
+		{"a member inconclusive alone", []Outcome{ValidationInconclusive, Passed}, nil, true, ValidationInconclusive},
+		{"a growing combination inconclusive", []Outcome{Passed, Passed, Passed}, []Outcome{Regressed, ValidationInconclusive}, true, ValidationInconclusive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{Group: &Group{}}
+			for _, o := range tc.attempts {
+				r.Attempts = append(r.Attempts, Attempt{Outcome: o})
+			}
+			for _, o := range tc.tried {
+				r.Group.Tried = append(r.Group.Tried, Attempt{Outcome: o})
+			}
+			if tc.proposal {
+				r.Group.Proposal = &Proposal{Commit: "c"}
+			}
+			r.finish(0, true)
+			if r.Outcome != tc.want || r.ExitCode != tc.want.ExitCode() {
+				t.Errorf("outcome %s (exit %d); want %s", r.Outcome, r.ExitCode, tc.want)
+			}
+		})
+	}
+}
+
+// TestHighestOfEach: a group holds one version of a module, the highest
+// that passed alone; the others are named as superseded.
+func TestHighestOfEach(t *testing.T) {
+	order := []report.Candidate{
+		{Path: "github.com/spf13/pflag", Version: "v1.0.10", Class: "patch"},
+		{Path: "example.com/a", Version: "v1.2.0", Class: "minor"},
+		{Path: "github.com/spf13/pflag", Version: "v1.1.0", Class: "minor"},
+	}
+	var out []string
+	got := highestOfEach(order, []int{0, 1, 2}, func(i, higher int) {
+		out = append(out, order[i].Version+" by "+order[higher].Version)
+	})
+	if !reflect.DeepEqual(got, []int{1, 2}) || !reflect.DeepEqual(out, []string{"v1.0.10 by v1.1.0"}) {
+		t.Errorf("highestOfEach = %v, superseded %v; want [1 2], [v1.0.10 by v1.1.0]", got, out)
 	}
 }

@@ -106,6 +106,11 @@ type Report struct {
 	Checks []Check `json:"checks"`
 	// Candidates are newer versions of direct dependencies.
 	Candidates []Candidate `json:"candidates"`
+	// HeldBack are the candidates a cooldown (-min-age) held back: the
+	// versions the proxy published too recently, each listed with when it
+	// ages in; Candidates has the newest old enough version of the class
+	// instead, when there is one. Absent without a cooldown.
+	HeldBack []HeldBack `json:"held_back,omitempty"`
 	// CandidatesError says why candidates could not be listed; the
 	// verdict does not depend on it.
 	CandidatesError string `json:"candidates_error,omitempty"`
@@ -271,6 +276,26 @@ type Candidate struct {
 	// the image's; with GOTOOLCHAIN=local the upgrade would fail at go get.
 	RequiresNewerToolchain bool   `json:"requires_newer_toolchain,omitempty"`
 	GoVersion              string `json:"go_version,omitempty"` // the candidate's go directive, when known
+	// Repo is the module's repository and Compare the web view of the
+	// changes from Current to Version there, from the module proxy's
+	// Origin or the module path (gomod.Links); empty when neither says.
+	Repo    string `json:"repo,omitempty"`
+	Compare string `json:"compare,omitempty"`
+}
+
+// HeldBack is a candidate version a cooldown held back.
+type HeldBack struct {
+	Path    string `json:"path"`
+	Current string `json:"current"`
+	Version string `json:"version"`
+	Class   string `json:"class"`
+	// Published is the module proxy's time for the version (its .info
+	// Time); Until is Published plus the minimum age, when the version
+	// becomes a candidate. Both are absent when the proxy gave no time
+	// (Reason says so): a version of unknown age is held back.
+	Published time.Time `json:"published,omitzero"`
+	Until     time.Time `json:"until,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
 }
 
 // Timings are wall-clock durations, in milliseconds.

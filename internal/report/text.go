@@ -133,6 +133,7 @@ func WriteText(w io.Writer, r *Report) error {
 			}
 			tw.Flush()
 		}
+		WriteHeldBack(&b, r.HeldBack)
 	}
 
 	b.WriteString("\n")
@@ -223,6 +224,22 @@ func shortID(id string) string {
 		id = id[:12]
 	}
 	return id
+}
+
+// WriteHeldBack writes the versions a cooldown held back, one a line,
+// with when each ages in; nothing when none was.
+func WriteHeldBack(b *strings.Builder, held []HeldBack) {
+	if len(held) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "held back by -min-age (%d):\n", len(held))
+	for _, h := range held {
+		when := h.Reason
+		if when == "" {
+			when = "published " + h.Published.UTC().Format(time.RFC3339) + ", a candidate from " + h.Until.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(b, "  %s %s -> %s (%s): %s\n", h.Path, h.Current, h.Version, h.Class, when)
+	}
 }
 
 func ms(n int64) string {

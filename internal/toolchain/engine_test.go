@@ -16,6 +16,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/image"
@@ -338,7 +339,7 @@ func TestEnv_FromScratchInEveryProfile(t *testing.T) {
 			t.Errorf("%s: the host's token leaked:\n%s", j.Profile, res.Stdout)
 		}
 		want := Env(j.Profile, r.Config())
-		maps.Copy(want, container.EngineEnv())
+		maps.Copy(want, defaults.Env())
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("%s: %s=%q; want %q", j.Profile, k, got[k], v)

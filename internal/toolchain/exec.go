@@ -108,7 +108,7 @@ func (r *Runner) Start(ctx context.Context, job Job) (*Container, error) {
 		return r.start(ctx, job, lifetime)
 	}
 	// The source must be the run's snapshot before anything is made for it.
-	if err := r.checkJob(&job); err != nil {
+	if err := r.claimDirs(&job); err != nil {
 		return nil, err
 	}
 	lifetime = min(lifetime+WorkTreeTimeout, MaxTimeout)
@@ -167,7 +167,7 @@ func (c *Container) fillWorkTree(ctx context.Context) error {
 func (r *Runner) start(ctx context.Context, job Job, lifetime time.Duration) (*Container, error) {
 	secs := int64((lifetime + time.Second - 1) / time.Second)
 	job.Cmd = []string{"sleep", strconv.FormatInt(secs, 10)}
-	if err := r.checkJob(&job); err != nil {
+	if err := r.claimDirs(&job); err != nil {
 		return nil, err
 	}
 	if err := r.gate(ctx, &job); err != nil {

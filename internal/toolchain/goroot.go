@@ -108,7 +108,7 @@ func GoRoot(ctx context.Context, eng GoRootEngine, img string, sc container.Scop
 	if err != nil {
 		return "", fmt.Errorf("toolchain: goroot: %w", err)
 	}
-	spec.Env = map[string]string{"PATH": PathEnv}
+	spec.Env = map[string]string{"PATH": image.GoPath}
 	spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Volume, Source: name, Target: image.GoRootInImage, CopyUp: true})
 	// Docker copies while it creates the container: the create's budget
 	// is the copy's.

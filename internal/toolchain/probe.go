@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/image"
 )
 
 // probeTimeout bounds the probe container's command.
@@ -88,7 +89,7 @@ func (r *Runner) Probe(ctx context.Context, extra ...string) error {
 	if err != nil {
 		return fmt.Errorf("toolchain: probe: %w", err)
 	}
-	spec.Env = map[string]string{"PATH": PathEnv}
+	spec.Env = map[string]string{"PATH": image.GoPath}
 	// Execute's runtime: what it sees of the mounts is what must be
 	// checked (gVisor reaches them through its gofer).
 	spec.Runtime = r.cfg.Runtime

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/egress"
+	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox/dockerapi"
 )
@@ -264,7 +265,7 @@ func (r *Runner) removeInContainer(ctx context.Context, dirs []string) error {
 	if err != nil {
 		return err
 	}
-	spec.Env = map[string]string{"PATH": PathEnv, "HOME": TmpDir}
+	spec.Env = map[string]string{"PATH": image.GoPath, "HOME": TmpDir}
 	for i, d := range dirs {
 		spec.Mounts = append(spec.Mounts, container.Mount{Type: container.Bind, Source: d, Target: fmt.Sprintf("%s/%d", target, i), Writable: true})
 	}

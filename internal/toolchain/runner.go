@@ -365,9 +365,9 @@ func (r *Runner) NewToolDirs() (ToolDirs, error) {
 	return d, err
 }
 
-// checkJob fills in the run's own caches and refuses directories the run
+// claimDirs fills in the run's own caches and refuses directories the run
 // did not make for that role.
-func (r *Runner) checkJob(j *Job) error {
+func (r *Runner) claimDirs(j *Job) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -474,7 +474,7 @@ func (r *Runner) run(ctx context.Context, job Job, keep bool) (Result, error) {
 	if job.WorkTree != "" {
 		return Result{}, jobErr("WorkTree", "a working tree is made and filled by Start; a one-shot execute sees the snapshot read-only")
 	}
-	if err := r.checkJob(&job); err != nil {
+	if err := r.claimDirs(&job); err != nil {
 		return Result{}, err
 	}
 	if err := r.gate(ctx, &job); err != nil {

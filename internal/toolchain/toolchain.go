@@ -39,6 +39,7 @@ import (
 
 	"github.com/stockade/stockade/internal/cacheseed"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/image"
 )
@@ -84,10 +85,7 @@ const (
 	// credentials of ModuleAccess, read-only: netrc, helper, ca/ca.pem.
 	// Execute and Tool never mount it.
 	AuthDir = "/stockade-auth"
-	TmpDir  = "/tmp" // exec-enabled tmpfs; HOME and TMPDIR
-	// PathEnv is the PATH every container gets; the images put Go at
-	// /usr/local/go and busybox in /bin.
-	PathEnv = "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"
+	TmpDir  = "/tmp" // exec-enabled tmpfs; HOME and TMPDIR (image.GoEnv)
 )
 
 // Public endpoints the Tool profile always uses, whatever the run uses.
@@ -113,7 +111,7 @@ const (
 	// keeps, in bytes; the rest is counted and flagged as truncated.
 	DefaultOutputCap = 16 << 20
 	// ContainerUser is the user every profile runs as.
-	ContainerUser = container.NobodyUser
+	ContainerUser = defaults.NobodyUser
 )
 
 // Errors callers branch on. Every error from NewSpec and Config.Validate
@@ -478,17 +476,11 @@ func timeoutOf(cfg Config, j Job) time.Duration {
 // exactly these variables, nothing from the host. A profile with network
 // gets the proxy variables of its gate (egress.ProxyEnv).
 func Env(p Profile, cfg Config) map[string]string {
-	env := map[string]string{
-		"GOFLAGS":     "-mod=mod",
-		"GOTOOLCHAIN": "local",
-		"GOPRIVATE":   "",
-		"GOAUTH":      "off",
-		"GOMODCACHE":  ModCacheDir,
-		"GOCACHE":     BuildCacheDir,
-		"HOME":        TmpDir,
-		"TMPDIR":      TmpDir,
-		"PATH":        PathEnv,
-	}
+	env := image.GoEnv()
+	env["GOFLAGS"] = "-mod=mod"
+	env["GOAUTH"] = "off"
+	env["GOMODCACHE"] = ModCacheDir
+	env["GOCACHE"] = BuildCacheDir
 	if p != Tool {
 		// The module's own configuration; Tool builds public tools.
 		env["GOPRIVATE"], env["GONOSUMDB"] = cfg.Access.Private, cfg.Access.NoSumDB

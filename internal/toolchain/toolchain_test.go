@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 )
 
@@ -146,7 +147,7 @@ func TestNewSpec_ProfileTable(t *testing.T) {
 
 // TestEnv_FromScratch pins each profile's whole environment.
 func TestEnv_FromScratch(t *testing.T) {
-	common := map[string]string{"GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOPRIVATE": "", "GOAUTH": "off", "GOMODCACHE": ModCacheDir, "GOCACHE": BuildCacheDir, "HOME": TmpDir, "TMPDIR": TmpDir, "PATH": PathEnv}
+	common := map[string]string{"GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOPRIVATE": "", "GOAUTH": "off", "GOMODCACHE": ModCacheDir, "GOCACHE": BuildCacheDir, "HOME": TmpDir, "TMPDIR": TmpDir, "PATH": image.GoPath, "GOTELEMETRY": "off"}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
 		for k, v := range common {

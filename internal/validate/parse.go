@@ -110,16 +110,9 @@ func listFinding(pkg string, e *listError) report.Finding {
 // splitPos splits "dir/file.go:12:5" into the module-relative file, line
 // and column; what it cannot read is returned whole as the file.
 func splitPos(pos string) (string, int, int) {
-	pos = strings.TrimPrefix(pos, moduleDir+"/")
-	parts := strings.Split(pos, ":")
-	if len(parts) >= 2 {
-		if line, err := strconv.Atoi(parts[1]); err == nil {
-			col := 0
-			if len(parts) >= 3 {
-				col, _ = strconv.Atoi(parts[2])
-			}
-			return strings.TrimPrefix(parts[0], "./"), line, col
-		}
+	file, line, col := report.SplitPosition(strings.TrimPrefix(pos, moduleDir+"/"))
+	if line > 0 {
+		file = strings.TrimPrefix(file, "./")
 	}
-	return pos, 0, 0
+	return file, line, col
 }

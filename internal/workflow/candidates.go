@@ -93,6 +93,7 @@ type downloadedModule struct {
 	Path, Version string
 	Error         string
 	GoMod         string
+	Origin        *gomod.Origin
 }
 
 // downloadStatus is what go mod download said about one module.
@@ -103,6 +104,8 @@ type downloadStatus struct {
 	NeedsGo string
 	// Err is any other error the go command reported for the module.
 	Err string
+	// Origin is where the proxy says the version came from, when it says.
+	Origin *gomod.Origin
 }
 
 // parseDownload reads go mod download -json output. The go command exits
@@ -120,7 +123,7 @@ func parseDownload(stdout []byte) ([]downloadStatus, error) {
 		if err != nil {
 			return nil, fmt.Errorf("workflow: reading go mod download output: %w", err)
 		}
-		s := downloadStatus{Path: m.Path, Version: m.Version}
+		s := downloadStatus{Path: m.Path, Version: m.Version, Origin: m.Origin}
 		if m.Error != "" {
 			// The go command prints the same error as "go: <error>" on
 			// stderr; testjson classifies that form.
@@ -139,11 +142,16 @@ func parseDownload(stdout []byte) ([]downloadStatus, error) {
 // found by asking the proxy for the next maxMajorProbe major paths. acq runs in the acquire profile: these are module commands,
 // never builds. Every candidate is downloaded once, so a candidate whose
 // go.mod needs a Go newer than the image's is flagged
-// RequiresNewerToolchain, as go get would fail for it.
-func Candidates(ctx context.Context, acq validate.Execer, direct []module.Version) ([]report.Candidate, error) {
-	cands := []report.Candidate{}
+// RequiresNewerToolchain, as go get would fail for it, and linked to its
+// repository and the compare view of the two versions (gomod.Links, from
+// the proxy's Origin or the module path). With a cooldown
+// (Cooldown.MinAge), versions published too recently are not candidates
+// (the newest old enough one of their class is), and heldBack lists the
+// candidates they would have been.
+func Candidates(ctx context.Context, acq validate.Execer, direct []module.Version, cool Cooldown) (cands []report.Candidate, heldBack []report.HeldBack, err error) {
+	cands = []report.Candidate{}
 	if len(direct) == 0 {
-		return cands, nil
+		return cands, nil, nil
 	}
 	var paths []string
 	for _, r := range direct {
@@ -152,36 +160,52 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 	}
 	out, err := acq.Exec(ctx, versionsArgv(paths), 0)
 	if err != nil {
-		return nil, fmt.Errorf("workflow: listing versions: %w", err)
+		return nil, nil, fmt.Errorf("workflow: listing versions: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" || out.ExitCode != 0 {
-		return nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
+		return nil, nil, fmt.Errorf("workflow: listing versions: %s", CommandFailure(out, reason))
 	}
 	versions, failed, err := parseVersions(out.Stdout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, r := range direct {
 		// A requirement the go command could not list (its retractions
 		// unverifiable, the proxy unreachable) has candidates nobody
 		// knows: never "current".
 		if msg, ok := failed[r.Path]; ok {
-			return nil, fmt.Errorf("workflow: listing versions of %s: %s", r.Path, msg)
+			return nil, nil, fmt.Errorf("workflow: listing versions of %s: %s", r.Path, msg)
 		}
 	}
-	for _, r := range direct {
-		var avail []module.Version
+	avail := make([][]module.Version, len(direct))
+	var dated []string
+	for i, r := range direct {
 		for _, p := range append([]string{r.Path}, majorPaths(r.Path)...) {
 			for _, v := range versions[p] {
-				avail = append(avail, module.Version{Path: p, Version: v})
+				avail[i] = append(avail[i], module.Version{Path: p, Version: v})
 			}
 		}
-		for _, c := range gomod.Candidates(r, avail) {
+		dated = append(dated, newer(r, avail[i])...)
+	}
+	times, err := cool.times(ctx, acq, dated)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, r := range direct {
+		kept, held := cool.keep(r, avail[i], times)
+		for _, c := range gomod.Candidates(r, kept) {
 			cands = append(cands, report.Candidate{Path: c.Path, Current: r.Version, Version: c.Version.Version, Class: string(c.Kind)})
+		}
+		if len(held) > 0 {
+			var would []report.Candidate
+			for _, c := range gomod.Candidates(r, avail[i]) {
+				would = append(would, report.Candidate{Path: c.Path, Version: c.Version.Version, Class: string(c.Kind)})
+			}
+			heldBack = append(heldBack, cool.heldBack(r, would, held)...)
 		}
 	}
 	if len(cands) == 0 {
-		return cands, nil
+		return cands, heldBack, nil
 	}
 
 	queries := make([]string, len(cands))
@@ -190,26 +214,28 @@ func Candidates(ctx context.Context, acq validate.Execer, direct []module.Versio
 	}
 	out, err = acq.Exec(ctx, downloadArgv(queries), 0)
 	if err != nil {
-		return nil, fmt.Errorf("workflow: downloading candidates: %w", err)
+		return nil, nil, fmt.Errorf("workflow: downloading candidates: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" {
-		return nil, fmt.Errorf("workflow: downloading candidates: %s", commandFailure(out, reason))
+		return nil, nil, fmt.Errorf("workflow: downloading candidates: %s", CommandFailure(out, reason))
 	}
 	st, err := parseDownload(out.Stdout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byQuery := map[string]downloadStatus{}
 	for _, s := range st {
 		byQuery[s.Path+"@"+s.Version] = s
 	}
 	for i, c := range cands {
-		if s := byQuery[c.Path+"@"+c.Version]; s.NeedsGo != "" {
+		s := byQuery[c.Path+"@"+c.Version]
+		if s.NeedsGo != "" {
 			cands[i].RequiresNewerToolchain = true
 			cands[i].GoVersion = s.NeedsGo
 		}
+		cands[i].Repo, cands[i].Compare = gomod.Links(c.Path, c.Current, c.Version, s.Origin)
 	}
-	return cands, nil
+	return cands, heldBack, nil
 }
 
 // ListVersions lists the known release versions of each module path
@@ -222,15 +248,15 @@ func ListVersions(ctx context.Context, acq validate.Execer, paths []string) (map
 		return nil, fmt.Errorf("workflow: listing versions: %w", err)
 	}
 	if reason := validate.OutputReason(out); reason != "" || out.ExitCode != 0 {
-		return nil, fmt.Errorf("workflow: listing versions: %s", commandFailure(out, reason))
+		return nil, fmt.Errorf("workflow: listing versions: %s", CommandFailure(out, reason))
 	}
 	versions, _, err := parseVersions(out.Stdout)
 	return versions, err
 }
 
-// commandFailure describes a module command that did not succeed, for an
+// CommandFailure describes a module command that did not succeed, for an
 // error message: the reason, or the exit code and the start of stderr.
-func commandFailure(out validate.Output, reason string) string {
+func CommandFailure(out validate.Output, reason string) string {
 	if reason != "" {
 		return reason
 	}

@@ -72,7 +72,7 @@ func TestCandidates(t *testing.T) {
 }
 `)},
 	}
-	got, err := Candidates(context.Background(), ex, []module.Version{{Path: "stockade.test/greet", Version: "v1.0.0"}, {Path: "stockade.test/nextgo", Version: "v0.1.0"}})
+	got, _, err := Candidates(context.Background(), ex, []module.Version{{Path: "stockade.test/greet", Version: "v1.0.0"}, {Path: "stockade.test/nextgo", Version: "v0.1.0"}}, Cooldown{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,14 +97,58 @@ func TestCandidates_RequirementNotListedIsAnError(t *testing.T) {
 {"Path": "m/v3", "Error": {"Err": "not found"}}
 {"Path": "m/v4", "Error": {"Err": "not found"}}
 `)}}
-	if _, err := Candidates(context.Background(), ex, []module.Version{{Path: "m", Version: "v1.0.0"}}); err == nil || !strings.Contains(err.Error(), "retractions for m@v1.0.0") {
+	if _, _, err := Candidates(context.Background(), ex, []module.Version{{Path: "m", Version: "v1.0.0"}}, Cooldown{}); err == nil || !strings.Contains(err.Error(), "retractions for m@v1.0.0") {
 		t.Errorf("Candidates = %v; want an error naming the unlisted requirement", err)
 	}
 }
 
 func TestCandidates_ListFailureIsAnError(t *testing.T) {
 	ex := fakeExec{"go list -m -e -versions -json m m/v2 m/v3 m/v4": {ExitCode: 1, Stderr: []byte("go: boom")}}
-	if _, err := Candidates(context.Background(), ex, []module.Version{{Path: "m", Version: "v1.0.0"}}); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, _, err := Candidates(context.Background(), ex, []module.Version{{Path: "m", Version: "v1.0.0"}}, Cooldown{}); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("Candidates = %v; want an error naming the failure", err)
+	}
+}
+
+// TestCandidates_Cooldown: with a minimum age, a version published too
+// recently is held back (with when it ages in) and the newest old enough
+// one of its class is the candidate; a version the proxy gives no time
+// for is held back too. The proxy's Origin links a candidate.
+func TestCandidates_Cooldown(t *testing.T) {
+	day := 24 * time.Hour
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ex := fakeExec{
+		"go list -m -e -versions -json example.com/m example.com/m/v2 example.com/m/v3 example.com/m/v4": {Stdout: []byte(`{"Path": "example.com/m", "Version": "v1.0.0", "Versions": ["v1.0.0", "v1.0.1", "v1.0.2", "v1.1.0"]}
+{"Path": "example.com/m/v2", "Versions": ["v2.0.0"]}
+{"Path": "example.com/m/v3", "Error": {"Err": "x"}}
+{"Path": "example.com/m/v4", "Error": {"Err": "x"}}
+`)},
+		"go list -m -e -json example.com/m@v1.0.1 example.com/m@v1.0.2 example.com/m@v1.1.0 example.com/m/v2@v2.0.0": {Stdout: []byte(`{"Path": "example.com/m", "Version": "v1.0.1", "Time": "2026-01-02T00:00:00Z"}
+{"Path": "example.com/m", "Version": "v1.0.2", "Time": "2026-01-09T00:00:00Z"}
+{"Path": "example.com/m", "Version": "v1.1.0", "Time": "2026-01-03T00:00:00Z"}
+{"Path": "example.com/m/v2", "Version": "v2.0.0", "Error": {"Err": "no time"}}
+`)},
+		"go mod download -json example.com/m@v1.0.1 example.com/m@v1.1.0": {Stdout: []byte(`{"Path": "example.com/m", "Version": "v1.0.1"}
+{"Path": "example.com/m", "Version": "v1.1.0", "Origin": {"VCS": "git", "URL": "https://github.com/o/m", "Ref": "refs/tags/v1.1.0", "Hash": "0123"}}
+`)},
+	}
+	cool := Cooldown{MinAge: 7 * day, Now: func() time.Time { return base.Add(10 * day) }}
+	got, held, err := Candidates(context.Background(), ex, []module.Version{{Path: "example.com/m", Version: "v1.0.0"}}, cool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []report.Candidate{
+		{Path: "example.com/m", Current: "v1.0.0", Version: "v1.0.1", Class: "patch"},
+		// The proxy's Origin links the repository and the changes.
+		{Path: "example.com/m", Current: "v1.0.0", Version: "v1.1.0", Class: "minor", Repo: "https://github.com/o/m", Compare: "https://github.com/o/m/compare/v1.0.0...v1.1.0"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("candidates %+v; want %+v", got, want)
+	}
+	wantHeld := []report.HeldBack{
+		{Path: "example.com/m", Current: "v1.0.0", Version: "v1.0.2", Class: "patch", Published: base.Add(8 * day), Until: base.Add(15 * day)},
+		{Path: "example.com/m/v2", Current: "v1.0.0", Version: "v2.0.0", Class: "major", Reason: "the module proxy gives no publication time"},
+	}
+	if !reflect.DeepEqual(held, wantHeld) {
+		t.Errorf("held back %+v; want %+v", held, wantHeld)
 	}
 }

@@ -401,6 +401,13 @@ func (p *Prepared) Acquirer(until time.Time) validate.Execer {
 	return acquireExecer{r: p.Runner, c: p.acq, src: p.Snapshot.Dir, until: until}
 }
 
+// Candidates lists the upgrade candidates of the module's direct
+// requirements (Candidates) through Acquirer(until), with the run's
+// cooldown (Options.Cooldown).
+func (p *Prepared) Candidates(ctx context.Context, until time.Time) ([]report.Candidate, []report.HeldBack, error) {
+	return Candidates(ctx, p.Acquirer(until), p.Module.Direct(), p.o.Cooldown)
+}
+
 // AcquireTree downloads the modules of another snapshot of the run at dir
 // (maintain's upgraded tree), with the prelude's module and image, in
 // one-shot acquire containers within d.

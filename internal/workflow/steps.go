@@ -49,6 +49,7 @@ var (
 	StageBudget      = Budget{D: 10 * time.Minute, Of: "go get's budget", Grace: true}                // maintain: go get of one candidate, in the mutate profile
 	TidyBudget       = Budget{D: 10 * time.Minute, Of: "go mod tidy's budget", Grace: true}           // maintain: both go mod tidy runs of one candidate
 	ProposalBudget   = Budget{D: 2 * time.Minute, Of: "the proposal's budget"}                        // maintain: the git plumbing of one proposal
+	APIDiffBudget    = Budget{D: 3 * time.Minute, Of: "the API diff's budget", Grace: true}           // maintain: go list and go doc of the moved modules' imported packages, old and new
 	// Left is no budget of its own: what is left of the deadline (for
 	// steps on the host, or whose containers take what is left).
 	Left = Budget{Grace: true}

@@ -124,6 +124,9 @@ type Options struct {
 	// carries the database, for the workflow's scans. A path that is not
 	// one is an error matching vulndb.ErrInvalid before any engine call.
 	VulnDB string
+	// Cooldown holds back candidate versions the module proxy published
+	// less than its MinAge ago; the zero value holds back none.
+	Cooldown Cooldown
 }
 
 // TimeoutOr is Timeout, or the workflow's default def when Timeout is

@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/stockade/stockade/internal/agent"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/internal/programs"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -98,8 +97,7 @@ type agentSlot struct {
 
 // agentVolumeName is the name of the owner's volume holding bin.
 func (p *Provider) agentVolumeName(bin []byte) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "agent-" + hex.EncodeToString(h[:4]) + "-" + programs.Digest(bin)[:12]
+	return p.objectName("agent", programs.Digest(bin)[:12])
 }
 
 // agentLabels are what the agent's volume and filler carry.
@@ -183,7 +181,7 @@ func (p *Provider) fillAgentVolume(ctx context.Context, name, image string, bin 
 	if !label.Has(v.Labels, p.agentLabels()) {
 		return fmt.Errorf("volume %s exists without this owner's agent labels; not using it", name)
 	}
-	spec := container.Spec{Image: image, Cmd: []string{agentPath}, User: container.NobodyUser, Labels: p.agentLabels(),
+	spec := container.Spec{Image: image, Cmd: []string{agentPath}, User: defaults.NobodyUser, Labels: p.agentLabels(),
 		Mounts: []container.Mount{{Type: container.Volume, Source: name, Target: agentDir, Writable: true}}}
 	cfg, err := spec.Config()
 	if err != nil {
@@ -258,7 +256,7 @@ func (p *Provider) removeAgentIfUnused(ctx context.Context) error {
 			if cs, err := p.sessionContainers(ctx); err != nil || len(cs) > 0 || attempt == maxAgentRemoveAttempts {
 				return err
 			}
-			if err := sleep(ctx, 100*time.Millisecond, false); err != nil {
+			if err := container.Sleep(ctx, 100*time.Millisecond); err != nil {
 				return fmt.Errorf("docker: remove volume %s: %w", v.Name, err)
 			}
 		}

@@ -1,199 +1,43 @@
-// Package docker is the sandbox backend for a Docker Engine: each session's
-// sandbox is one container, built through internal/container (the one
-// hardening code path Stockade has), with a size-bounded named volume for
-// each of sandbox.WritablePaths under its read-only root, and a keeper
-// container that holds those volumes.
+// Package docker is the sandbox backend for a Docker Engine (and Podman,
+// through its Docker-compatible API): each session's sandbox is one
+// container, built through internal/container (the one hardening code path
+// Stockade has), with a size-bounded named volume for each of
+// sandbox.WritablePaths under its read-only root, and a keeper container
+// that holds those volumes.
 //
-// # Naming and ownership
+// In short (docs/design/docker.md has the detail):
 //
-// The container of session S for owner O is named
-// "stockade-s-" + 8 hex digits of sha256(O) + "-" + S, its volumes add
-// "-v0", "-v1", …, and its keeper is "stockade-k-" + the same hash + "-" + S;
-// all carry the labels of internal/label: Managed, Owner, Kind=session,
-// Session, and (on the container) Spec, a digest of the image, workdir,
-// networking and storage bound. A deterministic name is what makes
-// Provision idempotent and concurrency-safe across processes: the engine
-// lets one create win and the others adopt it after checking its labels. A
-// container with that name but without our labels is never adopted. A
-// Provision whose create fails removes only what it created itself (its
-// volumes carry a token of the call), never what a concurrent Provision in
-// another process made. Owned lists every session with a container or a
-// volume, so what a crash left between the two is reaped too.
-//
-// # Storage
-//
-// Each writable place is a tmpfs-typed local volume of a fixed size, the
-// one bound on writes this engine enforces, owned by the sandbox user
-// (volumeOptions): Hardening.EphemeralStorageBytes
-// split evenly across the places. The pages live in memory and count
-// against the memory limit of the writer's container, so the bound is at
-// most half the memory limit (more is refused), and when zero the smaller
-// of sandbox.DefaultEphemeralStorageBytes and that half: with the places
-// full, the sandbox's processes still have the other half. A write past a
-// place's share fails with ENOSPC; the sandbox stays usable. The engine unmounts, and so empties, such a
-// volume when no running container uses it; the keeper, a sleeping
-// container without network that mounts the volumes read-only, keeps them
-// mounted while the sandbox is stopped or restarted. An engine restart
-// still empties them. The bound is part of the Spec digest: a Provision
-// asking another bound of an existing sandbox is sandbox.ErrSpecMismatch.
-//
-// # Network
-//
-// NetUnrestricted sandboxes of an owner share one bridge network,
-// "stockade-net-" + O, on which inter-container traffic is disabled: they
-// reach the outside and the host's addresses (through the gateway), but
-// not each other. Its subnet is a /24 of Config.SubnetPool, chosen by the
-// network's creator (the engine's own pools run out at about 30 networks).
-// It is created on first need (a create that loses the race uses the
-// winner's network after checking its labels and settings) and removed by
-// the Reap or Destroy that leaves the owner without session containers, or
-// by an Owned that finds none (what a crash may leave). An engine that
-// does not keep inter-container traffic disabled on the network (Podman 4)
-// cannot isolate such sandboxes from each other: there Provision refuses
-// NetUnrestricted with sandbox.ErrNetworkingUnsupported.
-//
-// A NetLimited sandbox sits on an internal network of its own with its
-// egress gate, whose only way out is Config.GateNetwork; see gate.go and
-// docs/SECURITY.md. Engines that cannot keep that network from the host
-// (Podman) refuse NetLimited with sandbox.ErrNetworkingUnsupported.
-//
-// # How commands run and die
-//
-// The engine has no way to kill an exec. Every Exec therefore runs a small
-// wrapper (a /bin/sh whose argv carries a random marker) that runs the
-// command as a child. At the timeout, or when ctx ends, a second exec (the
-// killer, a script that forks nothing, so it runs even at the pids limit's
-// edge) finds the wrapper by its marker among the exec roots (a process
-// that copies the marker into its own argv is not one), and repeatedly
-// stops and kills:
-// every process descending from the wrapper, and every process reparented to
-// PID 1 whose orphaned ancestor started after the wrapper did. The second
-// rule catches children that double-fork and setsid away, even if they
-// clear their environment or close every descriptor; its cost is that an
-// orphan started in that window by another, concurrent Exec of the same
-// sandbox dies too. If the killer cannot start or cannot finish (a fork
-// bomb holding every pid), or the command's output stream is still open
-// after it (something escaped), the container is killed and started again:
-// its volumes, and so its files, survive; other running commands do not.
-// That restart is the backstop that makes the timeout a guarantee rather
-// than a best effort.
-//
-// The container's PID 1 is docker-init, which reaps orphans, so zombies of
-// killed or finished commands never use up the pids limit.
-//
-// # The resident agent
-//
-// Unless Config.NoAgent, every sandbox mounts, read-only at /.stockade, a
-// volume of the owner's holding the agent (cmd/stockade-agent, shipped in
-// the library by internal/programs: no Go toolchain is needed here,
-// and no shell in the image to place it), and the backend starts it once
-// per sandbox, as the sandbox user, through an engine exec whose stdin and
-// stdout are its channel. The sandbox user's commands and the backend's
-// scripts go through it: the same wrapper, caps, OOM line, timer and
-// killer as an engine exec (the agent is a transport of container.Exec,
-// the killer still an engine exec, in kill.sh's nested mode), without the
-// create, start and inspect calls. The agent is the session's peer, not
-// trusted (internal/agent's threat model): a command it never said it was
-// starting when it died, hung or broke the protocol runs through the
-// engine instead; one it had started is killed through the engine and
-// reported lost (container.ErrExecLost), as over a broken exec stream; the
-// channel is then dropped, the agent killed through the engine, and
-// another launched in the background after a delay that doubles with each
-// failure in a row (1 s to 1 min). Commands go through the engine while
-// none runs.
-//
-// # Warm pool
-//
-// With Config.Pool (off by default), the provider keeps, for each spec
-// PoolConfig.Specs names (networking none only), PoolConfig.Size sandboxes
-// made ahead: volumes, keeper and a started container with its agent
-// running, exactly what a Provision of that spec would create but for the
-// session, refilled in the background (one member at a time per spec,
-// within PoolConfig.MaxMembers and MemoryBytes) from the provider's first
-// Provision (or WarmPool). Their names are "stockade-p-" + the owner's
-// hash + "-" + a token (keeper "stockade-pk-…", volumes "…-v0", …), their
-// labels the owner's, Kind=session, Role=pool (pool-keeper) and the token
-// (label.Pool), and no Session label: Owned never lists an unclaimed
-// member. A Provision whose resolved container matches a member's but for
-// the session (the same image, workdir, Env, Hardening; see containerKey)
-// claims one by renaming its container to the session's deterministic
-// name; the engine's rename is atomic, so of a claim and a concurrent
-// Provision of the same session one wins the name and the other adopts
-// it, and only the process that made a member hands it out, once. The
-// name is then the record of whose it is: adoption, Attach, Export, Owned
-// and Reap see a container with pool labels under a session's name as that
-// session's, and reach its keeper and volumes by its token; Reap removes
-// them, and Owned what a cut-short Reap left of them. A member is never
-// handed out again after a session had it: Destroy removes it, and the
-// pool makes a fresh one. Close removes the unclaimed members (a refill
-// racing Close removes what it made). Pausing idle members is not done:
-// an idle member already uses no CPU (a sleep, the agent blocked on its
-// channel), the freezer keeps its memory, and an unpause would add an
-// engine call to every claim (about 18 ms here, more than the claim; see
-// docs/PERFORMANCE.md). A member found not running at its claim (killed;
-// an engine restart stops them all) is removed, never handed out, and the
-// pool makes another.
-//
-// # Out of memory
-//
-// A command that ended with status 137 (and did not time out) gets
-// "stockade: killed: out of memory" as its last line of stderr when the
-// memory cgroup's oom_kill count moved since the last kill this provider
-// attributed: one more engine exec, as root (uid 0 without a capability,
-// so no process of the session can signal it or write into its output),
-// whose exit code alone is the answer (container.OOMRecord). The line the
-// wrapper prints from its own reading, or the command from its own, is not
-// trusted. The same check finds a command cut by a Reap or a stop: then
-// the Exec is sandbox.ErrNotFound.
-//
-// # Files
-//
-// Every byte is read and written as the sandbox user, on every path;
-// the engine's archive API, which works as root in the container's root
-// filesystem (so a symlink the session swaps in under it leads to the
-// image's files, or to its layer on the host's disk), is used only to
-// place the agent in a container that never ran, and for Export (below).
-// Reads go through the agent, else sandbox.ReadFileShell in an engine
-// exec. Writes use sandbox.BulkWrite: one exec to check and create parents
-// as the sandbox user, one upload, one exec to rename, so a write of any
-// number of files costs two execs and one upload per writable place
-// touched. The upload is tar(1) run as the sandbox user with the archive
-// on its stdin: through the agent (sandbox.ExtractArgv; archives up to
-// 16 MiB), else through an engine exec with stdin attached
-// (sandbox.ExtractSizedArgv); images need tar and head. With the agent
-// running, the whole write is one request of its own: no engine call at
-// all. Files of WriteFiles are grouped by writable place, in the
-// order the places first appear; order is kept within a place, and the
-// write stops at the first failure.
-//
-// Export reads through the engine's archive GET, which the session cannot
-// write into, and checks the archive all the same (sandbox.CheckArchive).
-//
-// # gVisor
-//
-// Spec.Runtime (or Config.Runtime, the provider's default) names the
-// engine's OCI runtime of the session's container: sandbox.RuntimeRunsc
-// runs it under gVisor, whose own kernel serves every system call of the
-// session's processes. Register it with the engine first (as root:
-// scripts/runsc-up, which builds the pinned runsc and reloads the
-// daemon's runtimes without a restart). Provision checks the engine has
-// it (sandbox.ErrRuntimeUnavailable otherwise, never runc instead); the
-// runtime is part of the spec digest and of the pool key. The keeper and
-// the gate run under the engine's default: they run Stockade's programs,
-// not the session's. Under gVisor a gated sandbox finds its gate through
-// its /etc/hosts (the engine's DNS is out of reach of gVisor's network
-// stack), the pids limit is not visible inside, and an out-of-memory kill
-// ends the whole sandbox; see docs/SECURITY.md ("gVisor").
-//
-// # What Provision checks
-//
-// The sandbox's main process is Stockade's (container.SessionSpec's
-// Entrypoint): an image's ENTRYPOINT and CMD play no part, since commands
-// never go through them. A new sandbox must run once started, and have no
-// mount but its writable places and the agent's: an image VOLUME anywhere
-// else would be a writable place on the engine's disk with no bound, so
-// such an image is sandbox.ErrUnsupportedImage and what the Provision made
-// is removed (a VOLUME at a writable place is covered by its volume).
+//   - Naming: every object's name is deterministic from the owner and the
+//     session ("stockade-s-" + 8 hex digits of sha256(owner) + "-" + ID for
+//     the container), and carries the labels of internal/label, so
+//     Provision is idempotent across processes (one create wins, the others
+//     adopt it after checking its labels) and nothing without our labels is
+//     ever adopted or removed.
+//   - Storage: each writable place is a tmpfs-typed volume of a fixed size
+//     (a share of Hardening.EphemeralStorageBytes, at most half the memory
+//     limit); a write past it is ENOSPC.
+//   - Network: NetNone has loopback only; NetUnrestricted sessions share an
+//     owner's bridge without inter-container traffic; NetLimited sessions
+//     sit on an internal network of their own with their egress gate
+//     (gate.go, docs/design/gate.md). Engines that cannot keep those
+//     guarantees refuse with sandbox.ErrNetworkingUnsupported.
+//   - Commands run in a wrapper; at the timeout a killer exec ends the whole
+//     tree, and the container's restart is the backstop
+//     (docs/design/killer.md). Unless Config.NoAgent, a resident agent
+//     (internal/agent) runs them without engine calls.
+//   - The out-of-memory verdict comes from the memory cgroup, read by a check
+//     the session cannot write into, never from what the command printed.
+//   - Every file byte is read and written as the sandbox user; Export reads
+//     through the engine's archive API and is checked on the host
+//     (sandbox.CheckArchive).
+//   - With Config.Pool, a warm pool of NetNone sandboxes is claimed by an
+//     atomic rename (docs/design/warm-pool.md).
+//   - Provision refuses an image with a VOLUME outside the writable places
+//     (sandbox.ErrUnsupportedImage) and replaces its ENTRYPOINT.
+//   - Spec.Runtime (or Config.Runtime) names the engine's OCI runtime of the
+//     session's container: sandbox.RuntimeRunsc runs it under gVisor;
+//     Provision refuses a runtime the engine lacks
+//     (sandbox.ErrRuntimeUnavailable), never falling back to runc.
 package docker
 
 import (
@@ -204,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -219,13 +64,14 @@ import (
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/backend"
+	"github.com/stockade/stockade/sandbox/internal/sessiongate"
 )
 
 // Budgets of the engine calls that must finish even when the caller's
 // context has ended: each runs on context.WithoutCancel with its own.
 const (
-	removeBudget  = 60 * time.Second // container and volume removal, until gone
-	discardBudget = 30 * time.Second // removing what a failed write left
+	removeBudget = 60 * time.Second // container and volume removal, until gone
 )
 
 // Config configures a Provider. The zero value works: the engine is found as
@@ -286,7 +132,7 @@ type Config struct {
 	// unless GateAllowPrivate admits them) and records every request for
 	// EgressLog. False gives them the owner's bridge network.
 	GateUnrestricted bool
-	// NoAgent runs every command through an engine exec, as before the
+	// NoAgent runs every command through an engine exec, without the
 	// resident agent. False (the default) places the agent
 	// (internal/agent) read-only in every sandbox and runs the sandbox
 	// user's commands through it, falling back to engine execs whenever it
@@ -358,9 +204,10 @@ type Provider struct {
 	mu   sync.Mutex
 	cpus container.CPUs // the engine's, to clamp limits with
 
-	agent agentState          // the resident agent (agent.go)
-	oom   container.OOMRecord // oom_kill counts attributed, by container ID
-	warm  *warmPool           // Config.Pool (pool.go); nil: none
+	agent    agentState          // the resident agent (agent.go)
+	restarts backend.Restarts    // the backstop restarts of each sandbox
+	oom      container.OOMRecord // oom_kill counts attributed, by container ID
+	warm     *warmPool           // Config.Pool (pool.go); nil: none
 
 	runtime  string             // Config.Runtime
 	runtimes container.Runtimes // the engine's, as seen
@@ -390,11 +237,11 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	private, err := egress.ParsePrivate(cfg.GateAllowPrivate)
+	private, err := sessiongate.ParsePrivate(cfg.GateAllowPrivate)
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if err := egress.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
+	if err := sessiongate.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
 	if err := cfg.Pool.check(); err != nil {
@@ -415,22 +262,33 @@ func New(cfg Config) (*Provider, error) {
 // Owner returns the owner label value the provider uses.
 func (p *Provider) Owner() string { return p.owner }
 
-// containerName is the deterministic name of id's container.
-func (p *Provider) containerName(id domain.ID) string {
+// objectName is the deterministic name of the owner's object of kind for
+// suffix (a session ID, a pool member's token, a digest): NamePrefix, kind,
+// "-", 8 hex digits of sha256 of the owner, "-", suffix. The kinds:
+//
+//	s   a session's container (its volumes add "-v0", "-v1", …)
+//	k   a session's keeper
+//	g   a session's gate
+//	gn  a session's gate network
+//	p   a pool member (volumes as a session's)
+//	pk  a pool member's keeper
+//	agent  the agent's volume, for a digest of the agent
+//
+// Distinct kinds keep the name spaces apart.
+func (p *Provider) objectName(kind, suffix string) string {
 	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "s-" + hex.EncodeToString(h[:4]) + "-" + string(id)
+	return container.NamePrefix + kind + "-" + hex.EncodeToString(h[:4]) + "-" + suffix
 }
+
+// containerName is the deterministic name of id's container.
+func (p *Provider) containerName(id domain.ID) string { return p.objectName("s", string(id)) }
 
 func volumeName(containerName string, i int) string {
 	return containerName + "-v" + strconv.Itoa(i)
 }
 
-// keeperName is the deterministic name of id's keeper container. The "k-"
-// where session containers have "s-" keeps the two name spaces apart.
-func (p *Provider) keeperName(id domain.ID) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "k-" + hex.EncodeToString(h[:4]) + "-" + string(id)
-}
+// keeperName is the deterministic name of id's keeper container.
+func (p *Provider) keeperName(id domain.ID) string { return p.objectName("k", string(id)) }
 
 // labels are what every object of session id carries.
 func (p *Provider) labels(id domain.ID) map[string]string {
@@ -470,17 +328,6 @@ type resolved struct {
 	minter       sandbox.GateTokenMinter
 }
 
-// specDigest digests what must match for Provision to adopt a sandbox: the
-// image, workdir, networking (and the network it means), the storage
-// bound of each writable root and the runtime.
-func specDigest(image, workdir string, n domain.Networking, network string, rootBytes int64, runtime string) string {
-	return sandbox.SpecDigest(image, workdir, n, network, rootBytes, runtime)
-}
-
-// storageBound is sandbox.StorageBound: this backend keeps the writable
-// places in memory (tmpfs volumes).
-func storageBound(h sandbox.Hardening) (int64, error) { return sandbox.StorageBound(h) }
-
 // volumeOptions are the local driver's options for a writable root's
 // volume holding at most size bytes, for a sandbox of user uid. The mode
 // is what the sandbox user needs (0777, /tmp 01777), and the owner is the
@@ -488,7 +335,7 @@ func storageBound(h sandbox.Hardening) (int64, error) { return sandbox.StorageBo
 // on Podman: without uid= and gid= it gives a new volume, at its first
 // mount, the owner and mode of the image's directory at the mount point
 // (root and 0755 for a WORKDIR), which the sandbox user cannot write;
-// with them it leaves the volume as asked (issue 23, item 11). Docker
+// with them it leaves the volume as asked. Docker
 // hands them to tmpfs unchanged.
 func volumeOptions(root string, size, uid int64) map[string]string {
 	mode := "0777"
@@ -540,20 +387,13 @@ const tmpfsPageBytes = 4096
 var dockerDefaultCaps = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
 	"NET_BIND_SERVICE", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
 
-// resolve validates spec and computes the container spec; nothing has
-// touched the engine yet.
+// resolve validates spec (sandbox.Resolve, then the networking this backend
+// gives) and computes the container spec; nothing has touched the engine
+// yet.
 func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, error) {
-	if err := spec.SessionID.Validate(); err != nil {
+	c, err := sandbox.Resolve(spec)
+	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if spec.Image == "" {
-		return nil, fmt.Errorf("docker: spec has no image")
-	}
-	if err := spec.Networking.Validate(); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if spec.Gate != nil && spec.Networking.Mode() != domain.NetLimited {
-		return nil, fmt.Errorf("docker: a Gate is only meaningful with networking %q, not %q", domain.NetLimited, spec.Networking.Mode())
 	}
 	var network string
 	switch spec.Networking.Mode() {
@@ -570,93 +410,46 @@ func (p *Provider) resolve(ctx context.Context, spec sandbox.Spec) (*resolved, e
 		}
 		network = p.gateNetName(spec.SessionID)
 	}
-	workdir := spec.Workdir
-	if workdir == "" {
-		workdir = sandbox.DefaultWorkdir
-	}
-	if err := sandbox.CheckPath(workdir); err != nil {
-		return nil, fmt.Errorf("docker: workdir: %w", err)
-	}
-	if err := sandbox.ValidateEnv(spec.Env); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	rt := spec.Runtime
+	rt := c.Runtime
 	if rt == "" {
 		rt = p.runtime
 	}
 	// Never another runtime than the one asked: one the engine lacks is
 	// refused here, before anything is made.
-	if err := container.CheckRuntimeName(rt); err != nil {
-		return nil, fmt.Errorf("docker: %w: %w", sandbox.ErrRuntimeUnavailable, err)
-	}
 	if err := p.runtimes.Check(ctx, p.eng, rt); err != nil {
 		return nil, fmt.Errorf("docker: session %s: %w", spec.SessionID, err)
 	}
-	h := spec.Hardening
-	if err := h.Validate(spec.Gate != nil); err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	if !h.IsZero() && !h.ReadOnlyRootfs {
-		return nil, fmt.Errorf("docker: hardening asks for a writable root; this backend always mounts the root read-only (set ReadOnlyRootfs, or leave Hardening zero for the defaults)")
-	}
-	uid := int64(container.UID)
-	if h.RunAsUser != nil {
-		uid = *h.RunAsUser
-	}
 	var capAdd []string
-	if drop := h.EffectiveCapDrop(spec.Gate != nil); !slices.Contains(drop, "ALL") {
-		for _, c := range dockerDefaultCaps {
-			if !slices.Contains(drop, c) {
-				capAdd = append(capAdd, c)
+	if !slices.Contains(c.CapDrop, "ALL") {
+		for _, cp := range dockerDefaultCaps {
+			if !slices.Contains(c.CapDrop, cp) {
+				capAdd = append(capAdd, cp)
 			}
 		}
 	}
-	cpu := h.CPUMillis
-	if cpu == 0 {
-		cpu = sandbox.DefaultCPUMillis
-	}
-	lim, err := p.cpus.Clamp(ctx, p.eng, container.Limits{NanoCPUs: cpu * 1_000_000})
+	lim, err := p.cpus.Clamp(ctx, p.eng, container.Limits{NanoCPUs: c.CPUMillis * 1_000_000})
 	if err != nil {
 		return nil, fmt.Errorf("docker: %w", err)
 	}
-	if lim.NanoCPUs != cpu*1_000_000 {
-		p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", cpu, "nano_cpus", lim.NanoCPUs)
-	}
-	nano := lim.NanoCPUs
-	pids := h.PidsLimit
-	if pids == 0 {
-		pids = sandbox.DefaultPidsLimit
-	}
-	env := make(map[string]string, len(spec.Env)+1)
-	for k, v := range spec.Env {
-		env[k] = v
-	}
-	if _, ok := env["HOME"]; !ok {
-		env["HOME"] = workdir // writable, unlike the image's idea of a home
+	if lim.NanoCPUs != c.CPUMillis*1_000_000 {
+		p.log.Info("cpu limit clamped to the engine's", "session", string(spec.SessionID), "asked_millis", c.CPUMillis, "nano_cpus", lim.NanoCPUs)
 	}
 	gated := spec.Gate != nil || spec.Networking.Mode() == domain.NetUnrestricted && p.gateAny
 	if gated {
-		for k, v := range egress.ProxyEnv() {
-			env[k] = v // ValidateEnv kept these names out of spec.Env
-		}
+		maps.Copy(c.Env, egress.ProxyEnv()) // ValidateEnv kept these names out of spec.Env
 	}
-	roots := sandbox.WritablePaths(workdir)
-	bound, err := storageBound(h)
-	if err != nil {
-		return nil, fmt.Errorf("docker: %w", err)
-	}
-	perRoot := bound / int64(len(roots))
-	r := &resolved{spec: spec, workdir: workdir, roots: roots, uid: uid, network: network,
-		digest: specDigest(spec.Image, workdir, spec.Networking, network, perRoot, rt), keepName: p.keeperName(spec.SessionID),
+	perRoot := c.StorageBytes / int64(len(c.Roots))
+	r := &resolved{spec: spec, workdir: c.Workdir, roots: c.Roots, uid: c.UID, network: network,
+		digest: sandbox.SpecDigest(spec.Image, c.Workdir, spec.Networking, network, perRoot, rt), keepName: p.keeperName(spec.SessionID),
 		keepWant: p.labels(spec.SessionID)}
-	for _, root := range roots {
-		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, uid))
+	for _, root := range c.Roots {
+		r.volOpts = append(r.volOpts, volumeOptions(root, perRoot, c.UID))
 	}
 	name := p.containerName(spec.SessionID)
-	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), uid)
+	r.cfg = container.SessionSpec(p.owner, string(spec.SessionID), c.UID)
 	r.cfg.Labels[label.Spec] = r.digest
-	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd, r.cfg.Runtime = spec.Image, env, workdir, network, capAdd, rt
-	r.cfg.Limits = container.Limits{NanoCPUs: nano, MemoryBytes: h.MemoryBytes, PidsLimit: pids}.Or(r.cfg.Limits)
+	r.cfg.Image, r.cfg.Env, r.cfg.Workdir, r.cfg.Network, r.cfg.CapAdd, r.cfg.Runtime = spec.Image, c.Env, c.Workdir, network, capAdd, rt
+	r.cfg.Limits = container.Limits{NanoCPUs: lim.NanoCPUs, MemoryBytes: c.MemoryBytes, PidsLimit: c.PidsLimit}.Or(r.cfg.Limits)
 	r.keeper = container.KeeperSpec(p.owner, string(spec.SessionID))
 	r.keeper.Image = spec.Image
 	for i, root := range r.roots {
@@ -685,16 +478,50 @@ func keeperTarget(i int) string { return "/.stockade-keep/v" + strconv.Itoa(i) }
 // it vanished again); the waits between attempts add up to about 16s.
 const maxProvisionAttempts = 40
 
+// found is what one look or create of adoptOrCreate settled.
+type found int
+
+const (
+	absent  found = iota // no such object: create it
+	again                // nothing settled (a create lost the name, the object is not ready): wait, then look again
+	settled              // the object is there and taken care of: done
+)
+
+// adoptOrCreate is how every object of a deterministic name (objectName)
+// is made, so that concurrent creators in this process and others converge
+// on one: each attempt calls look, which finds the object and, when it is
+// there, checks and adopts it; when it is absent, create makes it (a
+// create that loses the name says again). Before the attempt after an
+// again it waits step times the attempts made. A nil look goes straight
+// to create (an engine call that answers with the existing object). After
+// attempts attempts it is errUnsettled; an error of look or create ends it
+// at once.
+func adoptOrCreate(ctx context.Context, name string, attempts int, step time.Duration, look func(attempt int) (found, error), create func() (found, error)) error {
+	for attempt := 0; attempt < attempts; attempt++ {
+		f := absent
+		var err error
+		if look != nil {
+			f, err = look(attempt)
+		}
+		if err == nil && f == absent {
+			f, err = create()
+		}
+		if err != nil || f == settled {
+			return err
+		}
+		if err := container.Sleep(ctx, time.Duration(attempt+1)*step); err != nil {
+			return fmt.Errorf("docker: create %s: %w", name, err)
+		}
+	}
+	return fmt.Errorf("docker: create %s: %w", name, errUnsettled)
+}
+
+// errUnsettled is adoptOrCreate's answer when no attempt settled anything.
+var errUnsettled = errors.New("the object kept vanishing, or its name kept being taken")
+
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := p.provision(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	// Only a Provision that succeeded names the revoker Reap uses: a
-	// failed one (another policy, say) must not replace the session's.
-	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
-	return sb, nil
+	return backend.Provision(ctx, spec, &p.revokers, p.provision)
 }
 
 func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -717,48 +544,54 @@ func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sa
 		m.revoker = p.revokers.Default
 	}
 	p.startPool()
-	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+	var b *box
+	look := func(int) (found, error) {
 		c, err := p.eng.ContainerInspect(ctx, name)
 		switch {
-		case err == nil:
-			b, err := p.adopt(ctx, r, c)
-			if err == nil {
-				log.Debug("adopted", "phase", "provision", "dur", time.Since(start))
-			}
-			return b, err
-		case !errors.Is(err, dockerapi.ErrNotFound):
-			return nil, fmt.Errorf("docker: inspect %s: %w", name, err)
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return absent, nil
+		case err != nil:
+			return absent, fmt.Errorf("docker: inspect %s: %w", name, err)
 		}
-		b, taken := p.claim(ctx, r)
-		if b != nil {
+		if b, err = p.adopt(ctx, r, c); err != nil {
+			return absent, err
+		}
+		log.Debug("adopted", "phase", "provision", "dur", time.Since(start))
+		return settled, nil
+	}
+	create := func() (found, error) {
+		b2, taken := p.claim(ctx, r)
+		if b2 != nil {
+			b = b2
 			log.Info("provisioned from the pool", "phase", "provision", "dur", time.Since(start))
-			return b, nil
+			return settled, nil
 		}
-		retry, err := taken, error(nil)
-		if !taken {
-			b, retry, err = p.create(ctx, r, cfg, m)
+		if taken {
+			return again, nil
 		}
-		if err != nil {
+		b2, retry, err := p.create(ctx, r, cfg, m)
+		switch {
+		case err != nil:
 			if derr := p.discard(ctx, m); derr != nil {
 				log.Warn("cleaning up after a failed create", "err", derr)
 			}
-			return nil, err
-		}
-		if retry {
+			return absent, err
+		case retry:
 			// Another Provision won the name, or a Reap elsewhere removed
 			// the network meanwhile; adopt or create again once the engine
 			// shows it (a create in flight holds the name before inspect
 			// finds it).
-			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
-				return nil, fmt.Errorf("docker: provision %s: %w", name, err)
-			}
-			continue
+			return again, nil
 		}
+		b = b2
 		log.Info("provisioned", "phase", "provision", "dur", time.Since(start))
 		p.agentConn(ctx, b)
-		return b, nil
+		return settled, nil
 	}
-	return nil, fmt.Errorf("docker: provision %s: the container kept vanishing", name)
+	if err := adoptOrCreate(ctx, name, maxProvisionAttempts, 20*time.Millisecond, look, create); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // made records what one Provision call created.
@@ -996,65 +829,65 @@ func (p *Provider) volumes(ctx context.Context, r *resolved, name string, m *mad
 // creates racing for a name both get it from Docker; Podman answers the
 // loser ErrConflict ("volume already exists"), and a create asked again
 // gets the volume.
-func (p *Provider) createVolume(ctx context.Context, v dockerapi.VolumeCreate) (dockerapi.Volume, error) {
-	for attempt := 0; ; attempt++ {
-		got, err := p.eng.VolumeCreate(ctx, v)
-		if !errors.Is(err, dockerapi.ErrConflict) || attempt == maxVolumeAttempts {
-			return got, err
+func (p *Provider) createVolume(ctx context.Context, v dockerapi.VolumeCreate) (got dockerapi.Volume, err error) {
+	var lost error // the last conflict
+	err = adoptOrCreate(ctx, v.Name, maxVolumeAttempts, 10*time.Millisecond, nil, func() (found, error) {
+		if got, err = p.eng.VolumeCreate(ctx, v); errors.Is(err, dockerapi.ErrConflict) {
+			lost = err
+			return again, nil
 		}
-		if err := sleep(ctx, time.Duration(attempt+1)*10*time.Millisecond, false); err != nil {
-			return got, err
-		}
+		return settled, err
+	})
+	if errors.Is(err, errUnsettled) {
+		err = lost
 	}
+	return got, err
 }
 
-// maxVolumeAttempts bounds how often createVolume asks again after a
-// conflict; the waits add up to about 0.5 s.
-const maxVolumeAttempts = 10
+// maxVolumeAttempts bounds how often createVolume asks; the waits add up
+// to about 0.5 s.
+const maxVolumeAttempts = 11
 
 // keep makes sure session r's keeper exists and runs, creating it (and
 // recording it in m) if needed.
 func (p *Provider) keep(ctx context.Context, r *resolved, m *made) error {
-	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+	look := func(int) (found, error) {
 		c, err := p.eng.ContainerInspect(ctx, r.keepName)
 		switch {
-		case err == nil:
-			if !label.Has(c.Config.Labels, r.keepWant) {
-				return fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to use it", r.keepName)
-			}
-			if c.State.Running {
-				return nil
-			}
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return absent, nil
+		case err != nil:
+			return absent, fmt.Errorf("docker: inspect %s: %w", r.keepName, err)
+		case !label.Has(c.Config.Labels, r.keepWant):
+			return absent, fmt.Errorf("docker: a container named %s exists without this owner's session labels; refusing to use it", r.keepName)
+		case !c.State.Running:
 			if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
-				return fmt.Errorf("docker: start %s: %w", r.keepName, err)
+				return absent, fmt.Errorf("docker: start %s: %w", r.keepName, err)
 			}
-			return nil
-		case !errors.Is(err, dockerapi.ErrNotFound):
-			return fmt.Errorf("docker: inspect %s: %w", r.keepName, err)
 		}
+		return settled, nil
+	}
+	create := func() (found, error) {
 		cfg, err := r.keeper.Config()
 		if err != nil {
-			return fmt.Errorf("docker: %w", err)
+			return absent, fmt.Errorf("docker: %w", err)
 		}
 		id, err := p.eng.ContainerCreate(ctx, r.keepName, cfg)
 		switch {
 		case errors.Is(err, dockerapi.ErrConflict):
-			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
-				return fmt.Errorf("docker: create %s: %w", r.keepName, err)
-			}
-			continue
+			return again, nil
 		case errors.Is(err, dockerapi.ErrNotFound):
-			return fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", r.spec.Image, err)
+			return absent, fmt.Errorf("docker: image %q is not present (sandboxes never pull): %w", r.spec.Image, err)
 		case err != nil:
-			return fmt.Errorf("docker: create %s: %w", r.keepName, err)
+			return absent, fmt.Errorf("docker: create %s: %w", r.keepName, err)
 		}
 		m.keeper = id
 		if err := p.eng.ContainerStart(ctx, id); err != nil {
-			return fmt.Errorf("docker: start %s: %w", r.keepName, err)
+			return absent, fmt.Errorf("docker: start %s: %w", r.keepName, err)
 		}
-		return nil
+		return settled, nil
 	}
-	return fmt.Errorf("docker: create %s: the container kept vanishing", r.keepName)
+	return adoptOrCreate(ctx, r.keepName, maxProvisionAttempts, 20*time.Millisecond, look, create)
 }
 
 // adopt checks an existing container and starts it if needed.
@@ -1238,17 +1071,8 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	for _, v := range vs {
 		labels = append(labels, v.Labels)
 	}
-	seen := map[domain.ID]bool{}
-	var out []domain.ID
-	for _, l := range labels {
-		id := domain.ID(l[label.Session])
-		if id.Validate() == nil && !seen[id] && p.ours(l, id) {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	session := func(l map[string]string) domain.ID { return domain.ID(l[label.Session]) }
+	return backend.Owned(labels, session, p.ours), nil
 }
 
 // Reap implements sandbox.Provider.
@@ -1372,7 +1196,7 @@ func (p *Provider) removeVolume(ctx context.Context, name string, force bool, in
 		if err != nil || !again {
 			return err
 		}
-		if err := sleep(ctx, 100*time.Millisecond, false); err != nil {
+		if err := container.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return fmt.Errorf("docker: remove volume %s: %w", name, err)
 		}
 	}
@@ -1426,16 +1250,8 @@ func (p *Provider) removeContainer(ctx context.Context, id string) error {
 		if _, err := p.eng.ContainerInspect(ctx, id); errors.Is(err, dockerapi.ErrNotFound) {
 			return nil
 		}
-		if err := sleep(ctx, 50*time.Millisecond, false); err != nil {
+		if err := container.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("docker: remove container %s: %w", id, err)
 		}
 	}
-}
-
-// sleep waits d unless skip, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration, skip bool) error {
-	if skip {
-		return ctx.Err()
-	}
-	return container.Sleep(ctx, d)
 }

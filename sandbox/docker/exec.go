@@ -5,17 +5,19 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 )
 
-// box is one sandbox: a running container of this provider.
+// box is one sandbox: a running container of this provider. Its Exec and
+// file methods are the kit's (backend.Box), over this backend's moves.
 type box struct {
+	backend.Box
 	p       *Provider
 	id      string
 	name    string
@@ -29,7 +31,10 @@ type box struct {
 var _ sandbox.Sandbox = (*box)(nil)
 
 func (p *Provider) box(id, name string, session domain.ID, workdir string, uid int64) *box {
-	return &box{p: p, id: id, name: name, session: session, workdir: workdir, uid: uid, roots: sandbox.WritablePaths(workdir)}
+	b := &box{p: p, id: id, name: name, session: session, workdir: workdir, uid: uid, roots: sandbox.WritablePaths(workdir)}
+	b.Box = backend.Box{Backend: "docker", Name: name, Session: session, User: b.user(), Roots: b.roots, Log: p.log.With("container", name),
+		Ops: backend.Ops{Run: b.exec, Command: b.command, Gone: b.gone, OOMKilled: b.oomKilled, Read: b.readAgent, Put: b.putFirst, Lander: b.lander}}
+	return b
 }
 
 func (b *box) ID() string { return b.id }
@@ -43,41 +48,6 @@ func (b *box) start(ctx context.Context) error {
 		return fmt.Errorf("docker: start %s: %w", b.name, err)
 	}
 	return nil
-}
-
-// scriptResult is the outcome of one of the backend's own scripts.
-type scriptResult struct {
-	code           int
-	stdout, stderr string
-}
-
-// Budgets of the backend's own scripts.
-const (
-	maxScriptOutput = 1 << 20          // bytes of each stream kept
-	scriptTimeout   = 10 * time.Minute // a bulk write of MaxFileBytes files included
-)
-
-// script runs one of the backend's scripts to completion as user, through
-// the one exec engine.
-func (b *box) script(ctx context.Context, user, script string, args ...string) (scriptResult, error) {
-	return b.scriptCap(ctx, user, maxScriptOutput, script, args...)
-}
-
-// scriptCap is script keeping at most outputCap bytes of stdout; a script
-// that wrote more is an error.
-func (b *box) scriptCap(ctx context.Context, user string, outputCap int64, script string, args ...string) (scriptResult, error) {
-	argv := append([]string{"/bin/sh", "-c", script, "stockade"}, args...)
-	res, err := b.exec(ctx, container.ExecSpec{Argv: argv, User: user, AsRoot: user == "0:0", Timeout: scriptTimeout, OutputCap: outputCap})
-	if err != nil {
-		return scriptResult{}, err
-	}
-	if res.TimedOut {
-		return scriptResult{}, fmt.Errorf("docker: script in %s timed out after %v", b.name, scriptTimeout)
-	}
-	if res.StdoutTruncated {
-		return scriptResult{}, fmt.Errorf("docker: script in %s wrote more than %d bytes", b.name, outputCap)
-	}
-	return scriptResult{code: res.ExitCode, stdout: string(res.Stdout), stderr: string(res.Stderr)}, nil
 }
 
 // exec runs s in the sandbox with the session policy: at the timeout or
@@ -150,49 +120,18 @@ func (b *box) execErr(err error) error {
 	return fmt.Errorf("docker: exec in %s: %w", b.name, err)
 }
 
-// oomCheckBudget bounds the out-of-memory check after a command ended
-// with status 137.
-const oomCheckBudget = 30 * time.Second
-
-// Exec implements sandbox.Sandbox.
-func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if err := sandbox.CheckCommand(req.Command); err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("docker: %w", err)
-	}
+// command runs a caller's command (backend.Ops.Command): with the
+// session's gate healed first, as the sandbox user in its workdir.
+func (b *box) command(ctx context.Context, s container.ExecSpec) (container.Result, error) {
 	if b.gate {
 		// A dead gate fails closed (the sandbox reaches nothing); it is
 		// started again before the next command.
 		if err := b.p.healGate(ctx, b.session); err != nil {
-			return sandbox.ExecResult{}, err
+			return container.Result{}, err
 		}
 	}
-	res, err := b.exec(ctx, container.ExecSpec{
-		Argv: []string{"/bin/sh", "-c", req.Command}, User: b.user(), Dir: b.workdir,
-		Timeout: req.Timeout, OutputCap: sandbox.MaxOutputBytes,
-	})
-	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, sandbox.ErrNotFound) && b.gone(ctx) {
-			// A Reap (or a stop) cut the command: the sandbox, not the
-			// command, is what failed.
-			return sandbox.ExecResult{}, fmt.Errorf("docker: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
-		}
-		return sandbox.ExecResult{}, err
-	}
-	oom := false
-	if res.ExitCode == 137 && !res.TimedOut {
-		// Killed: by the kernel for memory, by the session itself, or by
-		// a Reap; the memory cgroup and the container say which.
-		if oom, err = b.oomKilled(ctx); err != nil {
-			return sandbox.ExecResult{}, err
-		}
-	}
-	return sandbox.ExecResult{
-		ExitCode:  res.ExitCode,
-		Stdout:    string(res.Stdout),
-		Stderr:    container.OOMStderr(res.Stderr, oom),
-		TimedOut:  res.TimedOut,
-		Truncated: res.Truncated(),
-	}, nil
+	s.User, s.Dir = b.user(), b.workdir
+	return b.exec(ctx, s)
 }
 
 // oomKilled asks the sandbox's memory cgroup, through an engine exec as
@@ -204,7 +143,7 @@ func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecRe
 // when the check started) is ErrNotFound.
 func (b *box) oomKilled(ctx context.Context) (bool, error) {
 	res, err := b.engineExec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(b.id), User: "0:0", AsRoot: true, Dir: "/",
-		Timeout: oomCheckBudget, OutputCap: 4 << 10})
+		Timeout: backend.OOMCheckBudget, OutputCap: 4 << 10})
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return false, err
 	}
@@ -220,7 +159,7 @@ func (b *box) oomKilled(ctx context.Context) (bool, error) {
 		if time.Since(t) > goneSettle || ctx.Err() != nil {
 			break
 		}
-		sleep(ctx, 100*time.Millisecond, false)
+		container.Sleep(ctx, 100*time.Millisecond)
 	}
 	b.p.log.Warn("out-of-memory check got no answer", "container", b.name, "exit", res.ExitCode, "err", err)
 	return false, nil
@@ -245,9 +184,7 @@ func (b *box) gone(ctx context.Context) bool {
 // Exec asking) already ended that Exec's command, so it is not repeated:
 // two Execs timing out together restart the sandbox once.
 func (b *box) restart(ctx context.Context, since time.Time) error {
-	mu := b.p.restartLock(b.id)
-	mu.Lock()
-	defer mu.Unlock()
+	defer b.p.restarts.Lock(b.id)()
 	log := b.p.log.With("container", b.name, "phase", "restart")
 	if c, err := b.p.eng.ContainerInspect(ctx, b.id); err == nil {
 		if t, err := time.Parse(time.RFC3339Nano, c.State.StartedAt); err == nil && t.After(since) && c.State.Running {
@@ -270,14 +207,4 @@ func (b *box) restart(ctx context.Context, since time.Time) error {
 // idempotent.
 func (b *box) Destroy(ctx context.Context) error {
 	return b.p.remove(ctx, b.session, true)
-}
-
-// restartLocks serialize the restarts of each container (by engine ID)
-// within the process. Entries stay: only containers that ever needed a
-// restart have one.
-var restartLocks sync.Map
-
-func (p *Provider) restartLock(id string) *sync.Mutex {
-	mu, _ := restartLocks.LoadOrStore(id, new(sync.Mutex))
-	return mu.(*sync.Mutex)
 }

@@ -1,13 +1,10 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,55 +12,8 @@ import (
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 )
-
-// ReadFile implements sandbox.Sandbox.
-func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rc, size, err := b.ReadFileStream(ctx, p, sandbox.MaxFileBytes)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(rc, buf); err != nil {
-		return nil, fmt.Errorf("docker: read %s: %w", p, err)
-	}
-	return buf, nil
-}
-
-// ReadFileStream implements sandbox.Sandbox. The file is read as the
-// sandbox user on every path (symlinks followed inside the sandbox, with
-// the user's permissions): by the agent when one runs and maxBytes is at
-// most maxAgentUpload, else by sandbox.ReadFileShell in an engine exec,
-// whose output (at most maxBytes and the size line) is held in memory.
-// Never through the engine's archive API, which reads as root: a symlink
-// the session planted would hand over what the user cannot read.
-func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.ReadCloser, int64, error) {
-	if err := sandbox.CheckPath(p); err != nil {
-		return nil, 0, fmt.Errorf("docker: read: %w", err)
-	}
-	if maxBytes <= 0 {
-		maxBytes = sandbox.MaxFileBytes
-	}
-	body, ok, err := b.readAgent(ctx, p, maxBytes)
-	if !ok {
-		body, err = b.readScript(ctx, p, maxBytes)
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	return io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
-}
-
-// readScript reads p with sandbox.ReadFileShell, run as the sandbox user
-// through the engine.
-func (b *box) readScript(ctx context.Context, p string, maxBytes int64) ([]byte, error) {
-	res, err := b.scriptCap(ctx, b.user(), maxBytes+32, sandbox.ReadFileShell, p, strconv.FormatInt(maxBytes, 10))
-	if err != nil {
-		return nil, err
-	}
-	return sandbox.ReadFileResult("docker", p, res.code, []byte(res.stdout), res.stderr, maxBytes)
-}
 
 // readAgent reads p through b's agent (agent.Conn.Read, in the agent's
 // process, as the sandbox user), holding at most maxBytes and the size
@@ -148,51 +98,22 @@ type readCloser struct {
 
 func (r *readCloser) Close() error { return r.c.Close() }
 
-// WriteFile implements sandbox.Sandbox.
-func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
-	return b.WriteFiles(ctx, []sandbox.FileWrite{{Path: p, Data: data}})
+// lander is backend.Ops.Lander: land when b's agent runs and takes
+// writes.
+func (b *box) lander() func(context.Context, *sandbox.BulkWrite) (int, string, error) {
+	if c := b.p.runningAgent(b); c != nil && c.Hello().Version >= agent.FileVersion {
+		return b.land
+	}
+	return nil
 }
 
-// WriteFileStream implements sandbox.Sandbox. The source is read whole
-// (size is at most sandbox.MaxFileBytes) before anything is sent, so a
-// source shorter or longer than size lands nothing and leaves nothing.
-func (b *box) WriteFileStream(ctx context.Context, p string, src io.Reader, size int64) error {
-	buf, err := sandbox.ReadSource("docker", p, src, size)
-	if err != nil {
+// putFirst is backend.Ops.Put: through the agent (putAgent), else an
+// engine exec (put).
+func (b *box) putFirst(ctx context.Context, dir string, write func(io.Writer) error, target string) error {
+	if err := b.putAgent(ctx, dir, write, target); !errors.Is(err, container.ErrNotStarted) {
 		return err
 	}
-	return b.WriteFile(ctx, p, buf)
-}
-
-// WriteFiles implements sandbox.Sandbox. Files go in runs of consecutive
-// files in the same writable place, one BulkWrite each, run after run
-// (sandbox.WriteRuns): a failure stops every file after it, whatever its
-// place, as the interface promises.
-func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
-	return sandbox.WriteRuns(ctx, "docker", b.roots, files, b.bulk)
-}
-
-// bulk runs one BulkWrite (sandbox.BulkWrite.Run): prepare, upload,
-// rename; discard on failure.
-func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.FileWrite) error {
-	var land func(context.Context, *sandbox.BulkWrite) (int, string, error)
-	if c := b.p.runningAgent(b); c != nil && c.Hello().Version >= agent.FileVersion {
-		land = b.land
-	}
-	return bw.Run(ctx, "docker", files, sandbox.BulkOps{
-		Land: land,
-		Script: func(ctx context.Context, script string, args ...string) (int, string, string, error) {
-			res, err := b.script(ctx, b.user(), script, args...)
-			return res.code, res.stdout, res.stderr, err
-		},
-		Put: func(ctx context.Context, dir string, write func(io.Writer) error) error {
-			if err := b.putAgent(ctx, dir, write, files[0].Path); !errors.Is(err, container.ErrNotStarted) {
-				return err
-			}
-			return b.put(ctx, dir, write, files[0].Path)
-		},
-		Discard: b.discard,
-	})
+	return b.put(ctx, dir, write, target)
 }
 
 // land carries out bw in one step through b's agent (agent.Conn.Write:
@@ -216,7 +137,7 @@ func (b *box) land(ctx context.Context, bw *sandbox.BulkWrite) (int, string, err
 	if total > maxAgentUpload {
 		return 0, "", fmt.Errorf("%w: %d bytes, over %d", sandbox.ErrNotLanded, total, maxAgentUpload)
 	}
-	stderr := dockerapi.NewBuffer(maxScriptOutput)
+	stderr := dockerapi.NewBuffer(backend.MaxScriptOutput)
 	k, err := c.Write(req, data, stderr)
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: %v", sandbox.ErrNotLanded, err)
@@ -229,26 +150,6 @@ func (b *box) land(ctx context.Context, bw *sandbox.BulkWrite) (int, string, err
 		return 0, "", fmt.Errorf("%w: %v", sandbox.ErrNotLanded, err)
 	}
 	return code, stderr.String(), nil
-}
-
-// bwRoot is the directory a BulkWrite's archive is extracted in: the
-// directory of its manifest.
-func bwRoot(bw *sandbox.BulkWrite) string { return path.Dir(bw.Manifest) }
-
-// discard removes what bw delivered, on its own budget. Everything was
-// extracted as the sandbox user, so it can remove all of it; what it
-// could not (the session's own doing) is logged.
-func (b *box) discard(ctx context.Context, bw *sandbox.BulkWrite) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardBudget)
-	defer cancel()
-	res, err := b.script(dctx, b.user(), sandbox.BulkDiscardShell, bw.Delivered()...)
-	if err != nil {
-		b.p.log.Warn("discard", "container", b.name, "err", err)
-		return
-	}
-	if left := bw.LeftBehind(res.stdout); len(left) > 0 {
-		b.p.log.Warn("discard left files behind", "container", b.name, "left", left)
-	}
 }
 
 // maxAgentUpload bounds, in bytes, an archive put extracts through the
@@ -284,18 +185,8 @@ func (b *box) putAgent(ctx context.Context, dir string, write func(io.Writer) er
 		return fmt.Errorf("docker: upload to %s: %w", b.name, err)
 	}
 	res, err := b.execIn(ctx, container.ExecSpec{Argv: sandbox.ExtractArgv(dir), User: b.user(),
-		Timeout: scriptTimeout, OutputCap: maxScriptOutput}, archive)
-	switch {
-	case err != nil:
-		return err
-	case res.TimedOut:
-		return fmt.Errorf("docker: upload to %s timed out after %v", b.name, scriptTimeout)
-	case res.ExitCode == 127:
-		return fmt.Errorf("%w: no tar in the image", container.ErrNotStarted)
-	case res.ExitCode != 0:
-		return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: target, Reason: "extracting the upload failed: " + strings.TrimSpace(string(res.Stderr))})
-	}
-	return nil
+		Timeout: backend.ScriptTimeout, OutputCap: backend.MaxScriptOutput}, archive)
+	return b.extracted(res, err, target, fmt.Errorf("%w: no tar in the image", container.ErrNotStarted))
 }
 
 // put extracts the tar that write produces in dir with tar(1) run by the
@@ -319,16 +210,24 @@ func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error, 
 		pw.CloseWithError(write(pw))
 	}()
 	res, err := b.engineExec(ctx, container.ExecSpec{Argv: sandbox.ExtractSizedArgv(dir, int64(size)), User: b.user(),
-		Stdin: pr, Timeout: scriptTimeout, OutputCap: maxScriptOutput})
+		Stdin: pr, Timeout: backend.ScriptTimeout, OutputCap: backend.MaxScriptOutput})
 	pr.CloseWithError(io.ErrClosedPipe) // write's next Write fails
 	<-done
+	return b.extracted(res, err, target, fmt.Errorf("docker: upload to %s: the image has no tar(1) or head(1), which writes need when the agent cannot take them", b.name))
+}
+
+// extracted is put's and putAgent's answer for the extraction res (err
+// its exec's error) of an upload whose first file is target: a failure is
+// a PathNotWritableError for target, and exit 127 (no such program) is
+// noTar.
+func (b *box) extracted(res container.Result, err error, target string, noTar error) error {
 	switch {
 	case err != nil:
 		return err
 	case res.TimedOut:
-		return fmt.Errorf("docker: upload to %s timed out after %v", b.name, scriptTimeout)
+		return fmt.Errorf("docker: upload to %s timed out after %v", b.name, backend.ScriptTimeout)
 	case res.ExitCode == 127:
-		return fmt.Errorf("docker: upload to %s: the image has no tar(1) or head(1), which writes need when the agent cannot take them", b.name)
+		return noTar
 	case res.ExitCode != 0:
 		return fmt.Errorf("docker: %w", &sandbox.PathNotWritableError{Path: target, Reason: "extracting the upload failed: " + strings.TrimSpace(string(res.Stderr))})
 	}

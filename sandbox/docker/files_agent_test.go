@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/sandbox"
 )
@@ -61,7 +62,8 @@ func TestAgentFileOps(t *testing.T) {
 	// Readable by root only: the agent (the sandbox user) refuses, and so
 	// does the script it falls back to, run as the same user: never the
 	// engine as root (issue 23, item 8).
-	if r, err := sb.(*box).script(ctx, "0:0", "echo secret > /tmp/rootonly && chmod 600 /tmp/rootonly"); err != nil || r.code != 0 {
+	if r, err := sb.(*box).engineExec(ctx, container.ExecSpec{Argv: []string{"/bin/sh", "-c", "echo secret > /tmp/rootonly && chmod 600 /tmp/rootonly"},
+		User: "0:0", AsRoot: true, Timeout: time.Minute}); err != nil || r.ExitCode != 0 {
 		t.Fatalf("making a root-only file: %+v, %v", r, err)
 	}
 	if got, err := sb.ReadFile(ctx, "/tmp/rootonly"); err == nil || strings.Contains(string(got), "secret") {

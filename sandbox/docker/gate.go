@@ -2,8 +2,6 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -17,6 +15,7 @@ import (
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/sessiongate"
 )
 
 // A NetLimited session has three parts besides its volumes: the sandbox,
@@ -34,16 +33,10 @@ import (
 var ErrGateDown = egress.ErrGateDown
 
 // gateName is the deterministic name of session id's gate container.
-func (p *Provider) gateName(id domain.ID) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "g-" + hex.EncodeToString(h[:4]) + "-" + string(id)
-}
+func (p *Provider) gateName(id domain.ID) string { return p.objectName("g", string(id)) }
 
 // gateNetName is the deterministic name of session id's gate network.
-func (p *Provider) gateNetName(id domain.ID) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "gn-" + hex.EncodeToString(h[:4]) + "-" + string(id)
-}
+func (p *Provider) gateNetName(id domain.ID) string { return p.objectName("gn", string(id)) }
 
 // gateLabels are the labels of session id's gate container and network.
 func (p *Provider) gateLabels(id domain.ID) map[string]string {
@@ -84,7 +77,7 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 		g = &sandbox.GateSpec{}
 	}
 	id := r.spec.SessionID
-	st, err := egress.SessionSettings(id, r.spec.Networking, g, any, p.gatePrivate)
+	st, err := sessiongate.SessionSettings(id, r.spec.Networking, g, any, p.gatePrivate)
 	if err != nil {
 		return fmt.Errorf("docker: %w", err)
 	}
@@ -100,7 +93,7 @@ func (p *Provider) resolveGate(ctx context.Context, r *resolved) error {
 	// Its environment is made at its create (ensureGate), once its
 	// network's range is known.
 	cs.Image, cs.Network, cs.Aliases, cs.ExtraHosts = img, r.gateNet, []string{egress.Alias}, p.gateHosts
-	r.gateDigest = egress.Digest(img, st, p.gateHosts, p.gateOut)
+	r.gateDigest = sessiongate.Digest(img, st, p.gateHosts, p.gateOut)
 	cs.Labels[label.Spec] = r.gateDigest
 	r.gate = cs
 	return nil
@@ -134,48 +127,40 @@ func (p *Provider) ensureGateNetwork(ctx context.Context, r *resolved, m *made) 
 // nothing it keeps. What it creates is recorded in m.
 func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 	id := r.spec.SessionID
-	for attempt := 0; attempt < maxProvisionAttempts; attempt++ {
+	look := func(attempt int) (found, error) {
 		c, err := p.eng.ContainerInspect(ctx, r.gateName)
 		switch {
-		case err == nil:
-			if !label.Has(c.Config.Labels, p.gateLabels(id)) {
-				return fmt.Errorf("docker: a container named %s exists without session %s's gate labels; refusing to use it", r.gateName, id)
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return absent, nil
+		case err != nil:
+			return absent, fmt.Errorf("docker: inspect %s: %w", r.gateName, err)
+		case !label.Has(c.Config.Labels, p.gateLabels(id)):
+			return absent, fmt.Errorf("docker: a container named %s exists without session %s's gate labels; refusing to use it", r.gateName, id)
+		case c.Config.Labels[label.Spec] != r.gateDigest:
+			return absent, fmt.Errorf("docker: session %s: %w: its gate was made for another policy, image, control plane or gate network (reap the session first)", id, sandbox.ErrSpecMismatch)
+		case c.State.Status == "created" && attempt < maxProvisionAttempts-5:
+			// The Provision that won the create is persisting its token
+			// and connecting the gate: the gate must not start before
+			// that.
+			return again, nil
+		case c.State.Status == "created":
+			// Its creator died before persisting its token and starting
+			// it: make it again, with a token of ours.
+			return absent, p.removeContainer(ctx, c.ID)
+		case !c.State.Running:
+			// A gate that died starts again.
+			if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
+				return absent, fmt.Errorf("docker: start gate %s: %w", r.gateName, err)
 			}
-			if got := c.Config.Labels[label.Spec]; got != r.gateDigest {
-				return fmt.Errorf("docker: session %s: %w: its gate was made for another policy, image, control plane or gate network (reap the session first)", id, sandbox.ErrSpecMismatch)
-			}
-			if c.State.Status == "created" && attempt < maxProvisionAttempts-5 {
-				// The Provision that won the create is persisting its
-				// token and connecting the gate: the gate must not start
-				// before that.
-				if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
-					return fmt.Errorf("docker: gate %s: %w", r.gateName, err)
-				}
-				continue
-			}
-			if c.State.Status == "created" {
-				// Its creator died before persisting its token and
-				// starting it: make it again, with a token of ours.
-				if err := p.removeContainer(ctx, c.ID); err != nil {
-					return err
-				}
-				continue
-			}
-			if !c.State.Running {
-				// A gate that died starts again.
-				if err := p.eng.ContainerStart(ctx, c.ID); err != nil {
-					return fmt.Errorf("docker: start gate %s: %w", r.gateName, err)
-				}
-			}
-			return p.waitGate(ctx, c.ID, r.gateName)
-		case !errors.Is(err, dockerapi.ErrNotFound):
-			return fmt.Errorf("docker: inspect %s: %w", r.gateName, err)
 		}
+		return settled, p.waitGate(ctx, c.ID, r.gateName)
+	}
+	create := func() (found, error) {
 		// The gate serves its session's network only and refuses the
 		// engine host's addresses, as they are now.
 		st, err := egress.SettingsOn(ctx, p.eng, p.engineHost, r.gateSettings, r.gateSubnet)
 		if err != nil {
-			return fmt.Errorf("docker: %w", err)
+			return absent, fmt.Errorf("docker: %w", err)
 		}
 		spec := r.gate
 		spec.Env = st.Env()
@@ -201,16 +186,13 @@ func (p *Provider) ensureGate(ctx context.Context, r *resolved, m *made) error {
 		case errors.Is(err, dockerapi.ErrConflict) && cid == "":
 			// Another Provision won: its token is the session's; this
 			// one's is dropped unpersisted.
-			if err := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond, false); err != nil {
-				return fmt.Errorf("docker: create %s: %w", r.gateName, err)
-			}
-			continue
+			return again, nil
 		case err != nil:
-			return fmt.Errorf("docker: %w", err)
+			return absent, fmt.Errorf("docker: %w", err)
 		}
-		return p.waitGate(ctx, cid, r.gateName)
+		return settled, p.waitGate(ctx, cid, r.gateName)
 	}
-	return fmt.Errorf("docker: create %s: the container kept vanishing", r.gateName)
+	return adoptOrCreate(ctx, r.gateName, maxProvisionAttempts, 20*time.Millisecond, look, create)
 }
 
 // gateAddress is where session r's sandbox finds its gate: the gate's

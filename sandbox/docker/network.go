@@ -97,23 +97,24 @@ func (p *Provider) findNetwork(ctx context.Context, name string) (dockerapi.Netw
 // that finds the name taken uses the network it finds after checking it.
 func (p *Provider) networkFor(ctx context.Context) (string, error) {
 	name := p.networkName()
-	for round := 0; round < egress.NetworkRounds; round++ {
+	look := func(int) (found, error) {
 		n, err := p.findNetwork(ctx, name)
-		if err == nil {
-			if !p.ownNetwork(n) {
-				return "", fmt.Errorf("docker: network %s exists but is not this owner's sandbox network (labels or driver differ); refusing to attach sandboxes to it", name)
-			}
-			if !isolates(n) {
-				return "", p.errNoIsolation(name)
-			}
-			return name, nil
+		switch {
+		case errors.Is(err, dockerapi.ErrNotFound):
+			return absent, nil
+		case err != nil:
+			return absent, err
+		case !p.ownNetwork(n):
+			return absent, fmt.Errorf("docker: network %s exists but is not this owner's sandbox network (labels or driver differ); refusing to attach sandboxes to it", name)
+		case !isolates(n):
+			return absent, p.errNoIsolation(name)
 		}
-		if !errors.Is(err, dockerapi.ErrNotFound) {
-			return "", err
-		}
+		return settled, nil
+	}
+	create := func() (found, error) {
 		subnet, err := egress.FreeSubnet(ctx, p.eng, p.pool, ownerSubnetBits, p.owner)
 		if err != nil {
-			return "", fmt.Errorf("docker: %w", err)
+			return absent, fmt.Errorf("docker: %w", err)
 		}
 		_, err = p.eng.NetworkCreate(ctx, dockerapi.NetworkCreate{
 			Name:           name,
@@ -128,19 +129,22 @@ func (p *Provider) networkFor(ctx context.Context) (string, error) {
 			p.log.Info("network created", "network", name, "subnet", subnet.String())
 			// What the engine made, not what was asked, decides: look
 			// again (a Reap elsewhere may already have removed it).
-			continue
+			return again, nil
 		case errors.Is(err, dockerapi.ErrConflict), errors.Is(err, dockerapi.ErrForbidden):
 			// The name (another process made the network) or the subnet
 			// (another network took it) went meanwhile: look again.
-			if err := sleep(ctx, time.Duration(round+1)*20*time.Millisecond, false); err != nil {
-				return "", fmt.Errorf("docker: create network %s: %w", name, err)
-			}
-			continue
-		default:
-			return "", fmt.Errorf("docker: create network %s: %w", name, err)
+			return again, nil
 		}
+		return absent, fmt.Errorf("docker: create network %s: %w", name, err)
 	}
-	return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, egress.NetworkRounds)
+	err := adoptOrCreate(ctx, name, egress.NetworkRounds, 20*time.Millisecond, look, create)
+	if errors.Is(err, errUnsettled) {
+		return "", fmt.Errorf("docker: create network %s: still taken by creates that never showed it, or no free /%d in %s, after %d rounds", name, ownerSubnetBits, p.pool, egress.NetworkRounds)
+	}
+	if err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 // networkGone reports whether the owner's network no longer exists (a Reap

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
@@ -143,7 +144,7 @@ func newWarmPool(cfg PoolConfig) *warmPool {
 		s.SessionID, s.GateTokenRevoker = poolSessionID, nil
 		mem := s.Hardening.MemoryBytes
 		if mem <= 0 {
-			mem = container.SessionMemoryBytes
+			mem = defaults.SessionMemoryBytes
 		}
 		w.keys = append(w.keys, &poolKey{spec: s, memory: mem + container.KeeperMemoryBytes})
 	}
@@ -152,15 +153,9 @@ func newWarmPool(cfg PoolConfig) *warmPool {
 
 // memberName, memberKeeperName: a member's containers; its volumes are
 // memberName + "-v0", "-v1", ….
-func (p *Provider) memberName(token string) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "p-" + hex.EncodeToString(h[:4]) + "-" + token
-}
+func (p *Provider) memberName(token string) string { return p.objectName("p", token) }
 
-func (p *Provider) memberKeeperName(token string) string {
-	h := sha256.Sum256([]byte(p.owner))
-	return container.NamePrefix + "pk-" + hex.EncodeToString(h[:4]) + "-" + token
-}
+func (p *Provider) memberKeeperName(token string) string { return p.objectName("pk", token) }
 
 // memberLabels are what a member's objects of role carry.
 func (p *Provider) memberLabels(role, token string) map[string]string {
@@ -665,7 +660,7 @@ func (p *Provider) WarmPool(ctx context.Context) error {
 		if full {
 			return nil
 		}
-		if err := sleep(ctx, 20*time.Millisecond, false); err != nil {
+		if err := container.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("docker: warming the pool: %w", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/internal/enginetest"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
@@ -207,7 +208,7 @@ func TestPoolBounds(t *testing.T) {
 	c := enginetest.Client(t)
 	img := testImage(t, c)
 	owner := enginetest.Owner(t)
-	one := int64(container.SessionMemoryBytes + container.KeeperMemoryBytes)
+	one := int64(defaults.SessionMemoryBytes + container.KeeperMemoryBytes)
 	for _, tc := range []struct {
 		name string
 		cfg  PoolConfig

@@ -288,22 +288,47 @@ func TestStorageBoundWithinMemory(t *testing.T) {
 	}
 }
 
-func TestStorageBoundRule(t *testing.T) {
+// TestAdoptOrCreate: the loop every deterministically named object goes
+// through ends at the first settled look or create or the first error,
+// creates only what a look found absent, and gives up with errUnsettled
+// after its attempts.
+func TestAdoptOrCreate(t *testing.T) {
+	boom := errors.New("boom")
 	for _, tt := range []struct {
-		h    sandbox.Hardening
-		want int64 // -1 for a refusal
+		name      string
+		looks     []found // one per attempt; nil: no look
+		creates   []found // one per create
+		createErr error   // the last create's error
+		want      error
+		calls     string // l: look, c: create
 	}{
-		{sandbox.Hardening{}, sandbox.DefaultEphemeralStorageBytes},
-		{sandbox.Hardening{MemoryBytes: 128 << 20}, 64 << 20},
-		{sandbox.Hardening{MemoryBytes: 4 << 30}, sandbox.DefaultEphemeralStorageBytes},
-		{sandbox.Hardening{EphemeralStorageBytes: 8 << 20}, 8 << 20},
-		{sandbox.Hardening{EphemeralStorageBytes: 1 << 30, MemoryBytes: 4 << 30}, 1 << 30},
-		{sandbox.Hardening{EphemeralStorageBytes: 65 << 20, MemoryBytes: 128 << 20}, -1},
-		{sandbox.Hardening{EphemeralStorageBytes: 1 << 30}, -1},
+		{"found", []found{settled}, nil, nil, nil, "l"},
+		{"created", []found{absent}, []found{settled}, nil, nil, "lc"},
+		{"lost the create, then adopted", []found{absent, settled}, []found{again}, nil, nil, "lcl"},
+		{"not ready, then adopted", []found{again, settled}, nil, nil, nil, "ll"},
+		{"create fails", []found{absent}, []found{absent}, boom, boom, "lc"},
+		{"no look", nil, []found{again, settled}, nil, nil, "cc"},
+		{"never settles", []found{again, again, again}, nil, nil, errUnsettled, "lll"},
 	} {
-		got, err := storageBound(tt.h)
-		if tt.want < 0 && !errors.Is(err, sandbox.ErrInvalidHardening) || tt.want >= 0 && (err != nil || got != tt.want) {
-			t.Errorf("storageBound(%+v) = %d, %v; want %d (-1: ErrInvalidHardening)", tt.h, got, err, tt.want)
+		var calls string
+		var look func(int) (found, error)
+		if tt.looks != nil {
+			look = func(attempt int) (found, error) {
+				calls += "l"
+				return tt.looks[attempt], nil
+			}
+		}
+		create := func() (found, error) {
+			calls += "c"
+			f := tt.creates[strings.Count(calls, "c")-1]
+			if strings.Count(calls, "c") == len(tt.creates) {
+				return f, tt.createErr
+			}
+			return f, nil
+		}
+		err := adoptOrCreate(context.Background(), "x", 3, time.Millisecond, look, create)
+		if !errors.Is(err, tt.want) || tt.want == nil && err != nil || calls != tt.calls {
+			t.Errorf("%s: adoptOrCreate = %v after %q; want %v after %q", tt.name, err, calls, tt.want, tt.calls)
 		}
 	}
 }

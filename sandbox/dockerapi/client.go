@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,9 +73,14 @@ func (e *NoEngineError) Is(target error) bool { return target == ErrNoEngine }
 // ErrUnsupportedVersion reports an engine older than MinAPIVersion.
 var ErrUnsupportedVersion = errors.New("dockerapi: engine API version not supported")
 
-// DefaultSockets are the Unix sockets New tries, in order, when DOCKER_HOST is
-// unset. A leading "~/" is the user's home directory.
-var DefaultSockets = []string{
+// DefaultSockets returns the Unix sockets New tries, in order, when
+// DOCKER_HOST is unset. A leading "~/" is the user's home directory. The
+// list is a copy: nothing a caller does to it changes where New looks.
+func DefaultSockets() []string { return slices.Clone(defaultSockets) }
+
+// defaultSockets is DefaultSockets' list; only this package's tests replace
+// it (export_test.go).
+var defaultSockets = []string{
 	"/var/run/docker.sock",
 	"~/.docker/run/docker.sock",
 	"~/.colima/default/docker.sock",
@@ -149,7 +155,7 @@ func FindHost() (string, error) {
 	}
 	home, _ := os.UserHomeDir()
 	looked := []string{"DOCKER_HOST (unset)"}
-	for _, s := range DefaultSockets {
+	for _, s := range defaultSockets {
 		if strings.HasPrefix(s, "~/") {
 			if home == "" {
 				continue

@@ -118,20 +118,19 @@ func TestPingError(t *testing.T) {
 	checkSentinels(t, err, "ErrEngine")
 }
 
-// withSockets replaces DefaultSockets for the test: absolute entries move
-// under root so the host's real sockets never answer; "~/" entries stay.
+// withSockets replaces the default sockets for the test: absolute entries
+// move under root so the host's real sockets never answer; "~/" entries
+// stay.
 func withSockets(t *testing.T, root string) {
 	t.Helper()
-	saved := dockerapi.DefaultSockets
-	t.Cleanup(func() { dockerapi.DefaultSockets = saved })
 	var s []string
-	for _, p := range saved {
+	for _, p := range dockerapi.DefaultSockets() {
 		if !strings.HasPrefix(p, "~/") {
 			p = filepath.Join(root, p)
 		}
 		s = append(s, p)
 	}
-	dockerapi.DefaultSockets = s
+	dockerapi.SetSockets(t, s)
 }
 
 // listenUnix makes a socket at path (creating its directory) that is closed
@@ -148,7 +147,7 @@ func listenUnix(t *testing.T, path string) {
 	t.Cleanup(func() { l.Close() })
 }
 
-// Not parallel: it sets the environment and DefaultSockets.
+// Not parallel: it sets the environment and the default sockets.
 func TestFindHost(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -218,7 +217,7 @@ func TestFindHost(t *testing.T) {
 				t.Fatalf("FindHost() = %q, %v; want *NoEngineError matching ErrNoEngine", got, err)
 			}
 			want := []string{"DOCKER_HOST (unset)"}
-			for _, s := range dockerapi.DefaultSockets {
+			for _, s := range dockerapi.DefaultSockets() {
 				if strings.HasPrefix(s, "~/") && home == "" {
 					continue // no home: nothing to look at
 				}

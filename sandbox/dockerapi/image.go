@@ -3,6 +3,7 @@ package dockerapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,8 +32,31 @@ type Image struct {
 // name@digest); an absent image matches ErrNotFound.
 func (c *Client) ImageInspect(ctx context.Context, ref string) (Image, error) {
 	var v Image
-	err := c.call(ctx, request{method: http.MethodGet, path: "/images/" + ref + "/json"}, nil, &v)
+	p, err := imagePath(ref)
+	if err != nil {
+		return v, err
+	}
+	err = c.call(ctx, request{method: http.MethodGet, path: p + "/json"}, nil, &v)
 	return v, err
+}
+
+// ErrInvalidRef reports an image reference that cannot name an image: it
+// is empty, or one of its "/"-separated parts is empty, "." or "..".
+var ErrInvalidRef = errors.New("dockerapi: invalid image reference")
+
+// imagePath is the route of image ref, "/images/" and ref's parts each
+// escaped: a reference cannot reach another route, add a query or cut the
+// path. Its slashes stay (the engine's image routes take a name with
+// them).
+func imagePath(ref string) (string, error) {
+	parts := strings.Split(ref, "/")
+	for i, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return "", fmt.Errorf("%w: %q", ErrInvalidRef, ref)
+		}
+		parts[i] = pathEscape(p)
+	}
+	return "/images/" + strings.Join(parts, "/"), nil
 }
 
 // ImageSummary is one entry of an image list.
@@ -63,7 +87,11 @@ func (c *Client) ImageRemove(ctx context.Context, ref string, force bool) error 
 	if force {
 		q.Set("force", "1")
 	}
-	return c.call(ctx, request{method: http.MethodDelete, path: "/images/" + ref, query: q}, nil, nil)
+	p, err := imagePath(ref)
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, request{method: http.MethodDelete, path: p, query: q}, nil, nil)
 }
 
 // ImagePull pulls ref (name:tag or name@digest) and waits for the pull to
@@ -163,5 +191,9 @@ func readProgress(ctx context.Context, op string, r io.Reader) ([]string, error)
 // ImageTag gives the image ref the name repo:tag.
 func (c *Client) ImageTag(ctx context.Context, ref, repo, tag string) error {
 	q := url.Values{"repo": {repo}, "tag": {tag}}
-	return c.call(ctx, request{method: http.MethodPost, path: "/images/" + ref + "/tag", query: q, ok: []int{http.StatusCreated, http.StatusOK}}, nil, nil)
+	p, err := imagePath(ref)
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, request{method: http.MethodPost, path: p + "/tag", query: q, ok: []int{http.StatusCreated, http.StatusOK}}, nil, nil)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/sandbox"
 	"github.com/stockade/stockade/sandbox/dockerapi"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 )
 
 // kubeletEnv is what the kubelet adds to every container's environment for
@@ -35,8 +36,10 @@ var kubeletEnv = []string{
 	"KUBERNETES_PORT_443_TCP_PORT", "KUBERNETES_PORT_443_TCP_ADDR",
 }
 
-// box is one sandbox: a running pod of this provider.
+// box is one sandbox: a running pod of this provider. Its Exec and file
+// methods are the kit's (backend.Box), over this backend's moves.
 type box struct {
+	backend.Box
 	p       *Provider
 	pod     string
 	uid     types.UID
@@ -70,6 +73,8 @@ func (p *Provider) box(pod *corev1.Pod, id domain.ID) *box {
 		}
 	}
 	b.roots = sandbox.WritablePaths(b.workdir)
+	b.Box = backend.Box{Backend: "kubernetes", Name: b.pod, Session: id, User: b.userString(), Roots: b.roots, Log: p.log.With("pod", b.pod),
+		Ops: backend.Ops{Run: b.exec, Gone: b.gone, OOMKilled: b.oomKilled, Put: b.put}}
 	return b
 }
 
@@ -80,42 +85,15 @@ func (b *box) userString() string {
 	return strconv.FormatInt(b.user, 10) + ":" + strconv.FormatInt(b.user, 10)
 }
 
-// oomCheckBudget bounds the out-of-memory check after a command ended
-// with status 137.
-const oomCheckBudget = 30 * time.Second
-
-// Exec implements sandbox.Sandbox.
-func (b *box) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if err := sandbox.CheckCommand(req.Command); err != nil {
-		return sandbox.ExecResult{}, fmt.Errorf("kubernetes: %w", err)
-	}
-	res, err := b.exec(ctx, container.ExecSpec{Argv: []string{"/bin/sh", "-c", req.Command}, Timeout: req.Timeout, OutputCap: sandbox.MaxOutputBytes})
-	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, sandbox.ErrNotFound) && b.gone(ctx) {
-			// A Reap cut the command: the sandbox is what failed.
-			return sandbox.ExecResult{}, fmt.Errorf("kubernetes: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
-		}
-		return sandbox.ExecResult{}, err
-	}
-	oom := false
-	if res.ExitCode == 137 && !res.TimedOut {
-		if oom, err = b.oomKilled(ctx); err != nil {
-			return sandbox.ExecResult{}, err
-		}
-	}
-	return sandbox.ExecResult{ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: container.OOMStderr(res.Stderr, oom),
-		TimedOut: res.TimedOut, Truncated: res.Truncated()}, nil
-}
-
 // oomKilled asks the sandbox container's memory cgroup whether an
 // out-of-memory kill happened since the last one this provider
 // attributed (container.OOMRecord: the answer is the check's exit code).
 // pods/exec runs it as the sandbox user, the only user the pod has: a
 // session that traces or signals the check can spoil its answer for its
-// own commands, which plain writes of the OOM line no longer do. A pod
+// own commands, which plain writes of the OOM line cannot. A pod
 // that is gone is ErrNotFound.
 func (b *box) oomKilled(ctx context.Context) (bool, error) {
-	res, err := b.exec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(string(b.uid)), Timeout: oomCheckBudget, OutputCap: 4 << 10})
+	res, err := b.exec(ctx, container.ExecSpec{Argv: b.p.oom.Argv(string(b.uid)), Timeout: backend.OOMCheckBudget, OutputCap: 4 << 10})
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return false, err
 	}
@@ -164,38 +142,6 @@ func (b *box) exec(ctx context.Context, s container.ExecSpec) (container.Result,
 	return res, nil
 }
 
-// scriptResult is the outcome of one of the backend's own scripts.
-type scriptResult struct {
-	code           int
-	stdout, stderr string
-}
-
-// Budgets of the backend's own scripts.
-const (
-	maxScriptOutput = 1 << 20
-	scriptTimeout   = 10 * time.Minute
-)
-
-// script runs one of the backend's scripts to completion; outputCap bounds
-// stdout (0: maxScriptOutput).
-func (b *box) script(ctx context.Context, outputCap int64, script string, args ...string) (scriptResult, error) {
-	if outputCap <= 0 {
-		outputCap = maxScriptOutput
-	}
-	argv := append([]string{"/bin/sh", "-c", script, "stockade"}, args...)
-	res, err := b.exec(ctx, container.ExecSpec{Argv: argv, Timeout: scriptTimeout, OutputCap: outputCap})
-	if err != nil {
-		return scriptResult{}, err
-	}
-	if res.TimedOut {
-		return scriptResult{}, fmt.Errorf("kubernetes: script in %s timed out after %v", b.pod, scriptTimeout)
-	}
-	if res.StdoutTruncated {
-		return scriptResult{}, fmt.Errorf("kubernetes: script in %s wrote more than %d bytes", b.pod, outputCap)
-	}
-	return scriptResult{code: res.ExitCode, stdout: string(res.Stdout), stderr: string(res.Stderr)}, nil
-}
-
 // restart is the KillTree backstop: from the keeper it SIGKILLs every
 // process it may signal (kill(2) with pid -1: every process of the
 // session's uid in the pod but itself and PID 1), the containers' main
@@ -203,9 +149,7 @@ func (b *box) script(ctx context.Context, outputCap int64, script string, args .
 // emptyDirs, and so the files, stay. A restart after since already ended
 // the command, so it is not repeated.
 func (b *box) restart(ctx context.Context, since time.Time) error {
-	mu := restartLock(string(b.uid))
-	mu.Lock()
-	defer mu.Unlock()
+	defer b.p.restarts.Lock(string(b.uid))()
 	log := b.p.log.With("pod", b.pod, "phase", "restart")
 	pod, err := b.p.cs.CoreV1().Pods(b.p.ns).Get(ctx, b.pod, metavGet)
 	if err != nil {
@@ -257,13 +201,6 @@ func startedAfter(pod *corev1.Pod, t time.Time) bool {
 		}
 	}
 	return false
-}
-
-var restartLocks sync.Map
-
-func restartLock(id string) *sync.Mutex {
-	mu, _ := restartLocks.LoadOrStore(id, new(sync.Mutex))
-	return mu.(*sync.Mutex)
 }
 
 // Destroy implements sandbox.Sandbox.

@@ -7,88 +7,19 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 	utilexec "k8s.io/client-go/util/exec"
 )
 
-// ReadFile implements sandbox.Sandbox.
-func (b *box) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rc, size, err := b.ReadFileStream(ctx, p, sandbox.MaxFileBytes)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(rc, buf); err != nil {
-		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
-	}
-	return buf, nil
-}
-
-// ReadFileStream implements sandbox.Sandbox with sandbox.ReadFileShell: one
-// exec, whose output (at most maxBytes and the size line) is held in
-// memory.
-func (b *box) ReadFileStream(ctx context.Context, p string, maxBytes int64) (io.ReadCloser, int64, error) {
-	if err := sandbox.CheckPath(p); err != nil {
-		return nil, 0, fmt.Errorf("kubernetes: read: %w", err)
-	}
-	if maxBytes <= 0 {
-		maxBytes = sandbox.MaxFileBytes
-	}
-	res, err := b.script(ctx, maxBytes+32, sandbox.ReadFileShell, p, strconv.FormatInt(maxBytes, 10))
-	if err != nil {
-		return nil, 0, err
-	}
-	body, err := sandbox.ReadFileResult("kubernetes", p, res.code, []byte(res.stdout), res.stderr, maxBytes)
-	if err != nil {
-		return nil, 0, err
-	}
-	return io.NopCloser(bytes.NewReader(body)), int64(len(body)), nil
-}
-
-// WriteFile implements sandbox.Sandbox.
-func (b *box) WriteFile(ctx context.Context, p string, data []byte) error {
-	return b.WriteFiles(ctx, []sandbox.FileWrite{{Path: p, Data: data}})
-}
-
-// WriteFileStream implements sandbox.Sandbox.
-func (b *box) WriteFileStream(ctx context.Context, p string, src io.Reader, size int64) error {
-	buf, err := sandbox.ReadSource("kubernetes", p, src, size)
-	if err != nil {
-		return err
-	}
-	return b.WriteFile(ctx, p, buf)
-}
-
-// WriteFiles implements sandbox.Sandbox: per run of files in one writable
-// place, one exec to prepare, one exec extracting the archive from its
-// stdin, one exec to rename.
-func (b *box) WriteFiles(ctx context.Context, files []sandbox.FileWrite) error {
-	return sandbox.WriteRuns(ctx, "kubernetes", b.roots, files, b.bulk)
-}
-
-// bulk runs one BulkWrite (sandbox.BulkWrite.Run): prepare, upload,
-// rename; discard on failure.
-func (b *box) bulk(ctx context.Context, bw *sandbox.BulkWrite, files []sandbox.FileWrite) error {
-	return bw.Run(ctx, "kubernetes", files, sandbox.BulkOps{
-		Script: func(ctx context.Context, script string, args ...string) (int, string, string, error) {
-			res, err := b.script(ctx, 0, script, args...)
-			return res.code, res.stdout, res.stderr, err
-		},
-		Put:     b.put,
-		Discard: b.discard,
-	})
-}
-
-// put extracts the tar write produces in dir with tar(1) in the sandbox,
-// as the sandbox user, from the exec's stdin. It returns only after write
+// put (backend.Ops.Put) extracts the tar write produces in dir with
+// tar(1) in the sandbox, as the sandbox user, from the exec's stdin. It returns only after write
 // has ended, since write reads the caller's buffers.
-func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error) error {
+func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error, _ string) error {
 	pr, pw := io.Pipe()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -97,7 +28,7 @@ func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error) 
 		pw.CloseWithError(write(pw))
 	}()
 	var stderr bytes.Buffer
-	sctx, cancel := context.WithTimeout(ctx, scriptTimeout)
+	sctx, cancel := context.WithTimeout(ctx, backend.ScriptTimeout)
 	err := b.stream(sctx, sandboxContainer, sandbox.ExtractArgv(dir), pr, io.Discard, &limited{w: &stderr, n: 4 << 10})
 	cancel()
 	pr.CloseWithError(io.ErrClosedPipe)
@@ -112,21 +43,6 @@ func (b *box) put(ctx context.Context, dir string, write func(io.Writer) error) 
 		return fmt.Errorf("kubernetes: session %s: %w: %v", b.session, sandbox.ErrNotFound, err)
 	default:
 		return fmt.Errorf("kubernetes: upload to %s: %w", b.pod, err)
-	}
-}
-
-// discard removes what bw delivered, on its own budget. Everything was
-// extracted as the sandbox user, so it can remove all of it.
-func (b *box) discard(ctx context.Context, bw *sandbox.BulkWrite) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discardBudget)
-	defer cancel()
-	res, err := b.script(dctx, 0, sandbox.BulkDiscardShell, bw.Delivered()...)
-	if err != nil {
-		b.p.log.Warn("discard", "pod", b.pod, "err", err)
-		return
-	}
-	if left := bw.LeftBehind(res.stdout); len(left) > 0 {
-		b.p.log.Warn("discard left files behind", "pod", b.pod, "left", left)
 	}
 }
 

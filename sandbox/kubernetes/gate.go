@@ -20,9 +20,9 @@ import (
 	"github.com/stockade/stockade/internal/container"
 	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/gate"
-	"github.com/stockade/stockade/internal/image"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/internal/sessiongate"
 )
 
 // A NetLimited session's pod has a third container, "gate", running
@@ -95,7 +95,7 @@ type gateConfig struct {
 func newGateConfig(cfg Config) (gateConfig, error) {
 	g := gateConfig{image: cfg.GateImage, uid: cfg.GateUID}
 	if g.image == "" {
-		g.image = image.GateTag
+		g.image = gate.Image
 	}
 	if g.uid == 0 {
 		g.uid = DefaultGateUID
@@ -104,10 +104,10 @@ func newGateConfig(cfg Config) (gateConfig, error) {
 		return g, fmt.Errorf("GateUID %d out of range (1 to 2^31-2)", cfg.GateUID)
 	}
 	var err error
-	if g.private, err = egress.ParsePrivate(cfg.GateAllowPrivate); err != nil {
+	if g.private, err = sessiongate.ParsePrivate(cfg.GateAllowPrivate); err != nil {
 		return g, err
 	}
-	if err := egress.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
+	if err := sessiongate.CheckExtraHosts(cfg.GateExtraHosts); err != nil {
 		return g, err
 	}
 	g.hosts = append([]string(nil), cfg.GateExtraHosts...)
@@ -139,14 +139,14 @@ func (p *Provider) resolveGate(r *resolved, c *sandbox.Resolved) error {
 	if c.UID == p.gate.uid {
 		return fmt.Errorf("kubernetes: %w: RunAsUser %d is the gate's uid (Config.GateUID): the node lets that uid's packets leave the pod", sandbox.ErrInvalidHardening, c.UID)
 	}
-	st, err := egress.SessionSettings(spec.SessionID, spec.Networking, spec.Gate, false, p.gate.private)
+	st, err := sessiongate.SessionSettings(spec.SessionID, spec.Networking, spec.Gate, false, p.gate.private)
 	if err != nil {
 		return fmt.Errorf("kubernetes: %w", err)
 	}
 	st.Listen, st.Control = GateListen, gateControl
 	r.gated, r.gateSettings, r.minter = true, st, spec.Gate.TokenMinter
 	r.gateImage = cmp0(spec.Gate.Image, p.gate.image)
-	r.gateDigest = egress.Digest(r.gateImage, st, p.gate.hosts, "uid="+strconv.FormatInt(p.gate.uid, 10))
+	r.gateDigest = sessiongate.Digest(r.gateImage, st, p.gate.hosts, "uid="+strconv.FormatInt(p.gate.uid, 10))
 	for k, v := range egress.ProxyEnvAt(GateListen) {
 		c.Env[k] = v // sandbox.ValidateEnv kept these names out of Spec.Env
 	}
@@ -184,7 +184,7 @@ func (p *Provider) addGate(pod *corev1.Pod, r *resolved, sec *corev1.SecurityCon
 		// Started only once the gate answers on its control socket, which
 		// it opens after the proxy listens.
 		StartupProbe: &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{egress.Program, gate.CmdReady}}},
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{gate.Program, gate.CmdReady}}},
 			PeriodSeconds: 1, TimeoutSeconds: int32(egress.CommandTimeout / time.Second), FailureThreshold: int32(egress.ReadyBudget / time.Second),
 		},
 		Resources: corev1.ResourceRequirements{

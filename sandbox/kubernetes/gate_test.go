@@ -29,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/egress"
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
@@ -170,7 +169,7 @@ func TestGatedPodSpec(t *testing.T) {
 		env[gate.EnvPrivate] != "10.1.1.0/24" || env[gate.EnvSession] != "s1" || env[gate.EnvControlplane] != "https://cp.example:443" {
 		t.Errorf("gate environment %v", env)
 	}
-	if g.StartupProbe == nil || !slices.Equal(g.StartupProbe.Exec.Command, []string{egress.Program, gate.CmdReady}) {
+	if g.StartupProbe == nil || !slices.Equal(g.StartupProbe.Exec.Command, []string{gate.Program, gate.CmdReady}) {
 		t.Errorf("gate startup probe %+v", g.StartupProbe)
 	}
 	if len(g.VolumeMounts) != 1 || g.VolumeMounts[0].MountPath != gateControlDir {

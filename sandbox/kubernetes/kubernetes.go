@@ -3,133 +3,32 @@
 // k8s.io/client-go (pods, pods/exec), implementing the same sandbox.Provider
 // contract as sandbox/docker and passing the same sandbox/sandboxtest suite.
 //
-// # Naming and ownership
+// In short (docs/design/kubernetes.md has the detail and what the node must
+// provide):
 //
-// The pod of session S for owner O is named "stockade-s-" + 24 hex digits
-// of sha256(O, S): deterministic, so Provision is idempotent and concurrent
-// Provisions converge on one pod through the API server's create conflict
-// (the loser adopts the winner after checking it). It carries the labels of
-// internal/label (Managed, Owner, Kind=session, Session: the session ID, or
-// "h-" and a hash of it when the ID does not fit a label value) and the
-// annotations label.Session (the ID) and label.Spec, a digest of the image,
-// workdir, networking, storage bound and the rest of what the pod was made
-// from: an existing pod with another digest is sandbox.ErrSpecMismatch. A
-// pod with the name but without our labels is never adopted, exec'd into or
-// deleted. Owned lists the owner's pods by label selector.
-//
-// # The pod
-//
-// Two containers of the same image, both as the sandbox user, share the
-// pod's PID namespace, whose PID 1 is the node's pause process (it reaps
-// orphans, as docker-init does under Docker):
-//
-//   - "sandbox" runs every command. Its main process (scripts/start.sh)
-//     refuses to run unless the pod has no network interface but loopback
-//     and its pids cgroup limit is the one asked, then sleeps: a node that
-//     does not give what the spec says fails the Provision instead of
-//     running a weaker sandbox. It refuses too when a directory it can
-//     write is mounted anywhere but the writable places: an image VOLUME,
-//     which the runtime makes a directory on the node's disk, outside every
-//     bound (sandbox.ErrUnsupportedImage). The pod's Command replaces the
-//     image's ENTRYPOINT, so the image's plays no part.
-//   - "keeper" only sleeps. The exec engine's killer runs in it: it sees the
-//     sandbox's processes (shared PID namespace, same uid) but has its own
-//     pids cgroup, so a fork bomb holding every pid of the sandbox cannot
-//     stop the killer from starting.
-//
-// Hardening maps to the pod: runAsNonRoot with RunAsUser as uid and gid,
-// readOnlyRootFilesystem, allowPrivilegeEscalation false, every capability
-// dropped (a Hardening that keeps some is refused: Pod Security "restricted"
-// allows none but NET_BIND_SERVICE), seccomp RuntimeDefault, no service
-// account token, no service links, CPU and memory limits. Requests are
-// small (RequestCPUMillis, RequestMemoryBytes): sessions are idle most of
-// the time, and requests equal to the limits would let a node hold only
-// (memory / 1 GiB) of them. The pod passes Pod Security "restricted".
-//
-// Each of sandbox.WritablePaths is an emptyDir of medium Memory whose
-// sizeLimit is its share of the storage bound (as sandbox/docker computes
-// it: sandbox.StorageBound), which the kubelet mounts as a tmpfs of that
-// size: a write past it is ENOSPC, the pages count against the memory
-// limit, and the pod's ephemeral-storage limit is the whole bound.
-//
-// Kubernetes has no per-pod pids limit in its API (the kubelet's
-// podPidsLimit is one value for the node). The pod carries the annotation
-// pids.stockade.dev/<container> with each container's limit; a node whose
-// runtime handler applies it (scripts/kube-up's "stockade" RuntimeClass,
-// with cmd/stockade-kubenode as containerd's runc) enforces it per
-// container, and start.sh refuses to run where it is not enforced.
-//
-// # Network
-//
-// NetNone is a pod with no interface but loopback. The API has no such pod (hostNetwork false always gets a CNI
-// interface, and NetworkPolicy, which the node's bridge CNI does not
-// enforce anyway, filters rather than removes), so the node provides it:
-// scripts/kube-up chains the stockade-isolate CNI plugin after bridge, and
-// it deletes the pod's interface for every pod of the sandbox namespace.
-// start.sh checks it; the contract suite's Networking/None case proves it.
-//
-// NetLimited (with a GateSpec) adds a third container, "gate", running
-// the egress gate (Config.GateImage or GateSpec.Image, never pulled) as
-// Config.GateUID, which no sandbox may run as, listening on GateListen
-// (the pod's loopback) where the sandbox's proxy variables point, with its
-// control socket in an emptyDir only it mounts. The pod carries the
-// annotation label.GateUID; for it the node's stockade-isolate keeps the
-// interface and loads rules into the pod's network namespace under which
-// only that uid's packets leave (everything else is rejected at once), so
-// the sandbox reaches the outside through the gate alone; start.sh checks
-// that a direct connect to the pod's gateway is refused. The gate is
-// Started once `stockade-gate ready` answers (a startup probe); Provision
-// waits for it, a gate of a new pod that crashes fails Provision with
-// ErrGateDown, and an Exec waits (GateHealBudget) for the kubelet to
-// restart a gate that died. A TokenMinter's token is generated per create
-// and the pod is created with a scheduling gate, lifted only after the
-// winning Provision persisted the token. EgressLog reads the gate's record
-// through pods/exec. NetUnrestricted is refused with
-// sandbox.ErrNetworkingUnsupported. See docs/SECURITY.md.
-//
-// # Commands
-//
-// Exec goes through pods/exec (WebSocket, falling back to SPDY where the
-// server cannot upgrade) and through the one exec engine,
-// internal/container.Exec, with the KillTree policy: the same wrapper
-// (exit codes, the out-of-memory line), the same killer script (run in the
-// keeper), the same output caps. The backstop, when the killer cannot end a
-// command, kills every process of the session's uid from the keeper: both
-// containers restart (the kubelet restarts them; the emptyDirs, and so the
-// files, stay). Commands run with the container's environment minus the
-// variables the kubelet adds for the API server's service
-// (KUBERNETES_SERVICE_*, KUBERNETES_PORT*), so nothing of the cluster leaks
-// in; the image must have env(1) with -u (BusyBox's has).
-//
-// The out-of-memory verdict after a command ended with status 137 is one
-// more exec in the sandbox container (container.OOMRecord: the memory
-// cgroup's oom_kill count, answered by exit code alone), run as the
-// sandbox user, since pods/exec has no other: printing the line no longer
-// makes a command look killed for memory, but a session that traces or
-// signals the check can still spoil its answer for its own commands. The same check, or a GET of the pod, finds a
-// command cut by a Reap: sandbox.ErrNotFound.
-//
-// The killer and the backstop run as the sandbox user (in the keeper),
-// the only user with the right to signal the session's processes, so the
-// session can signal them too: a session that kills its own killer and
-// backstop as they start can keep a command running past its timeout. It
-// harms only itself (the command stays in the pod's limits, and the Exec
-// still returns, TimedOut, within container.KillerBudget,
-// container.BackstopBudget and two container.StreamGrace after the
-// timeout); the pod's deletion (Reap) ends it. Pod Security "restricted"
-// allows no capability (CAP_KILL) that would let a killer of another uid
-// do better.
-//
-// # Files
-//
-// Reads run sandbox.ReadFileShell; writes use sandbox.BulkWrite with the
-// archive extracted by tar(1) in the sandbox, as the sandbox user, from the
-// exec's stdin; Export streams tar(1)'s output (sandbox.ExportShell). That
-// tar runs as the session's user, whose processes can write into its
-// output through /proc: every member is checked on the host before it is
-// handed over (sandbox.CheckArchive), and a forged archive is
-// sandbox.ErrBadArchive. A workdir below /tmp is an emptyDir of its own
-// (sandbox.WritablePaths), so the sandbox user can write it.
+//   - Naming: the pod of a session is named "stockade-s-" + 24 hex digits of
+//     sha256(owner, session), carries the labels of internal/label and a spec
+//     digest; Provision is idempotent through the API server's create
+//     conflict, and a pod without our labels is never adopted or deleted.
+//   - The pod: a "sandbox" container that runs every command and a "keeper"
+//     in the same PID namespace, whose own pids cgroup lets the killer start
+//     under a fork bomb. Hardening maps to the pod's security context; the
+//     pods pass Pod Security "restricted". Writable places are emptyDirs of
+//     medium Memory with their share of the storage bound. The per-container
+//     pids limit is an annotation that scripts/kube-up's "stockade"
+//     RuntimeClass enforces, and start.sh refuses to run where it is not.
+//   - Network: NetNone is a pod whose only interface is loopback (the node's
+//     stockade-isolate CNI plugin); NetLimited adds a "gate" container, the
+//     only uid whose packets leave the pod; NetUnrestricted is
+//     sandbox.ErrNetworkingUnsupported.
+//   - Commands go through pods/exec and internal/container's one exec
+//     engine (wrapper, killer in the keeper, caps, out-of-memory check).
+//     The killer runs as the sandbox user, so a session can kill its own
+//     killer and keep a command past its timeout; it harms only itself, and
+//     the Exec still returns within the bounds docs/design/kubernetes.md
+//     gives.
+//   - Files: reads and writes as the sandbox user through the shared scripts;
+//     every archive is checked on the host (sandbox.CheckArchive).
 package kubernetes
 
 import (
@@ -166,6 +65,7 @@ import (
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/internal/label"
 	"github.com/stockade/stockade/sandbox"
+	"github.com/stockade/stockade/sandbox/internal/backend"
 )
 
 //go:embed scripts/start.sh
@@ -243,7 +143,7 @@ type Config struct {
 	// session was not provisioned by this process; nil means none.
 	GateTokenRevoker sandbox.GateTokenRevoker
 	// GateImage is the egress gate's image on the nodes, for a GateSpec
-	// that names none; empty means image.GateTag (stockade/gate:local,
+	// that names none; empty means gate.Image (stockade/gate:local,
 	// which scripts/kube-up composes and imports). It is never pulled.
 	GateImage string
 	// GateUID is the uid (and gid) gated pods' gate containers run as;
@@ -286,6 +186,7 @@ type Provider struct {
 	revokers sandbox.Revokers
 	gate     gateConfig
 	oom      container.OOMRecord // oom_kill counts attributed, by pod UID
+	restarts backend.Restarts    // the backstop restarts of each pod
 
 	mu    sync.Mutex
 	calls int64 // API requests and exec streams, for RoundTrips
@@ -560,14 +461,7 @@ func sortedKeys(m map[string]string) []string {
 
 // Provision implements sandbox.Provider.
 func (p *Provider) Provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	sb, err := p.provision(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	// Only a Provision that succeeded names the revoker Reap uses: a
-	// failed one (another policy, say) must not replace the session's.
-	p.revokers.Remember(spec.SessionID, spec.GateTokenRevoker)
-	return sb, nil
+	return backend.Provision(ctx, spec, &p.revokers, p.provision)
 }
 
 func (p *Provider) provision(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
@@ -873,18 +767,13 @@ func (p *Provider) Owned(ctx context.Context) ([]domain.ID, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list pods: %w", err)
 	}
-	seen := map[domain.ID]bool{}
-	var out []domain.ID
+	pods := make([]*corev1.Pod, len(list.Items))
 	for i := range list.Items {
-		pod := &list.Items[i]
-		id := domain.ID(pod.Annotations[label.Session])
-		if id.Validate() == nil && !seen[id] && p.ours(pod, id) && pod.Name == PodName(p.owner, id) {
-			seen[id] = true
-			out = append(out, id)
-		}
+		pods[i] = &list.Items[i]
 	}
-	slices.Sort(out)
-	return out, nil
+	session := func(pod *corev1.Pod) domain.ID { return domain.ID(pod.Annotations[label.Session]) }
+	ours := func(pod *corev1.Pod, id domain.ID) bool { return p.ours(pod, id) && pod.Name == PodName(p.owner, id) }
+	return backend.Owned(pods, session, ours), nil
 }
 
 // Reap implements sandbox.Provider.
@@ -1004,6 +893,3 @@ func (p *Provider) waitGone(ctx context.Context, name string, uid types.UID) err
 
 // metavGet is the options of every Get.
 var metavGet = metav1.GetOptions{}
-
-// discardBudget bounds removing what a failed write left.
-const discardBudget = 30 * time.Second

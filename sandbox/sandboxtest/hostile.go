@@ -14,7 +14,7 @@ import (
 	"github.com/stockade/stockade/sandbox"
 )
 
-// The cases of issue 23: what a session tried against the platform, and
+// Hostile cases: what a session tries against the platform, and
 // images the platform did not compose.
 
 // testWorkdirBelowTmp: a workdir inside another writable place is the

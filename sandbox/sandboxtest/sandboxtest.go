@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/stockade/stockade/domain"
-	"github.com/stockade/stockade/internal/container"
+	"github.com/stockade/stockade/internal/defaults"
 	"github.com/stockade/stockade/sandbox"
 )
 
@@ -219,6 +219,10 @@ func Run(t *testing.T, h Harness) {
 		{"Files/WorkdirBelowTmp", testWorkdirBelowTmp},
 		{"Files/ReadAsSandboxUser", testReadAsUser},
 		{"Files/WriteRaceStaysInside", testWriteRace},
+		{"Files/ListAndStat", testListStat},
+		{"Files/ListAndStatErrors", testListStatErrors},
+		{"Files/OpsRefuseBadPaths", testFileOpsRefuseBadPaths},
+		{"Files/MakeDirRemoveRename", testFileChanges},
 		{"Export", testExport},
 		{"Export/ForgedArchiveRefused", testExportForged},
 		{"Attach", testAttach},
@@ -441,29 +445,38 @@ func testFresh(t *testing.T, r *run) {
 	}
 }
 
+// testBadSpec: Provision refuses each malformed Spec with the error that
+// names what is wrong (matched with errors.Is, as callers branch on it)
+// and leaves nothing.
 func testBadSpec(t *testing.T, r *run) {
 	ctx, cancel := r.ctx()
 	defer cancel()
+	ro := func(h sandbox.Hardening) sandbox.Hardening { h.ReadOnlyRootfs = true; return h }
 	bad := []struct {
 		name string
 		spec sandbox.Spec
+		want error // nil: any error (the engine's or cluster's own refusal)
 	}{
-		{"env name with =", sandbox.Spec{Env: map[string]string{"A=B": "x"}}},
-		{"env name with NUL", sandbox.Spec{Env: map[string]string{"A\x00B": "x"}}},
-		{"env value with NUL", sandbox.Spec{Env: map[string]string{"A": "x\x00y"}}},
-		{"empty env name", sandbox.Spec{Env: map[string]string{"": "x"}}},
-		{"reserved env name", sandbox.Spec{Env: map[string]string{"STOCKADE_X": "x"}}},
-		{"reserved proxy name", sandbox.Spec{Env: map[string]string{"https_proxy": "http://evil"}}},
-		{"relative workdir", sandbox.Spec{Workdir: "work"}},
-		{"root workdir", sandbox.Spec{Workdir: "/"}},
-		{"unclean workdir", sandbox.Spec{Workdir: "/a/../b"}},
-		{"root user", sandbox.Spec{Hardening: sandbox.Hardening{RunAsUser: new(int64), ReadOnlyRootfs: true}}},
-		{"negative memory", sandbox.Spec{Hardening: sandbox.Hardening{MemoryBytes: -1}}},
-		{"no image", sandbox.Spec{Image: "-"}},
-		{"missing image", sandbox.Spec{Image: "stockade/does-not-exist:never"}},
-		{"bad networking", sandbox.Spec{Networking: domain.Networking{Type: "bogus"}}},
-		{"allowed hosts without NetLimited", sandbox.Spec{Networking: domain.Networking{Type: domain.NetUnrestricted, AllowedHosts: []string{"example.com"}}}},
-		{"gate without NetLimited", sandbox.Spec{Gate: &sandbox.GateSpec{}}},
+		{"env name with =", sandbox.Spec{Env: map[string]string{"A=B": "x"}}, sandbox.ErrInvalidEnv},
+		{"env name with NUL", sandbox.Spec{Env: map[string]string{"A\x00B": "x"}}, sandbox.ErrInvalidEnv},
+		{"env value with NUL", sandbox.Spec{Env: map[string]string{"A": "x\x00y"}}, sandbox.ErrInvalidEnv},
+		{"empty env name", sandbox.Spec{Env: map[string]string{"": "x"}}, sandbox.ErrInvalidEnv},
+		{"reserved env name", sandbox.Spec{Env: map[string]string{"STOCKADE_X": "x"}}, sandbox.ErrInvalidEnv},
+		{"reserved proxy name", sandbox.Spec{Env: map[string]string{"https_proxy": "http://evil"}}, sandbox.ErrInvalidEnv},
+		{"relative workdir", sandbox.Spec{Workdir: "work"}, sandbox.ErrInvalidSpec},
+		{"root workdir", sandbox.Spec{Workdir: "/"}, sandbox.ErrInvalidSpec},
+		{"unclean workdir", sandbox.Spec{Workdir: "/a/../b"}, sandbox.ErrInvalidSpec},
+		{"root user", sandbox.Spec{Hardening: ro(sandbox.Hardening{RunAsUser: new(int64)})}, sandbox.ErrInvalidHardening},
+		{"negative memory", sandbox.Spec{Hardening: ro(sandbox.Hardening{MemoryBytes: -1})}, sandbox.ErrInvalidHardening},
+		{"memory below the minimum", sandbox.Spec{Hardening: ro(sandbox.Hardening{MemoryBytes: 1 << 20})}, sandbox.ErrInvalidHardening},
+		{"negative pids limit", sandbox.Spec{Hardening: ro(sandbox.Hardening{PidsLimit: -1})}, sandbox.ErrInvalidHardening},
+		{"storage above half the memory", sandbox.Spec{Hardening: ro(sandbox.Hardening{MemoryBytes: 64 << 20, EphemeralStorageBytes: 48 << 20})}, sandbox.ErrInvalidHardening},
+		{"writable root", sandbox.Spec{Hardening: sandbox.Hardening{MemoryBytes: 256 << 20}}, sandbox.ErrInvalidHardening},
+		{"no image", sandbox.Spec{Image: "-"}, sandbox.ErrInvalidSpec},
+		{"missing image", sandbox.Spec{Image: "stockade/does-not-exist:never"}, nil},
+		{"bad networking", sandbox.Spec{Networking: domain.Networking{Type: "bogus"}}, domain.ErrInvalidNetworking},
+		{"allowed hosts without NetLimited", sandbox.Spec{Networking: domain.Networking{Type: domain.NetUnrestricted, AllowedHosts: []string{"example.com"}}}, domain.ErrInvalidNetworking},
+		{"gate without NetLimited", sandbox.Spec{Gate: &sandbox.GateSpec{}}, sandbox.ErrInvalidGate},
 	}
 	for i, tc := range bad {
 		spec := tc.spec
@@ -474,17 +487,21 @@ func testBadSpec(t *testing.T, r *run) {
 		case "-":
 			spec.Image = ""
 		}
-		if sb, err := r.h.Provider.Provision(ctx, spec); err == nil {
+		sb, err := r.h.Provider.Provision(ctx, spec)
+		switch {
+		case err == nil:
 			sb.Destroy(ctx)
 			t.Errorf("Provision(%s) succeeded; want an error", tc.name)
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("Provision(%s) = %v; want %v", tc.name, err, tc.want)
 		}
 		if ids := owned(t, r.h.Provider); slices.Contains(ids, spec.SessionID) {
 			t.Errorf("Provision(%s) failed but left a sandbox", tc.name)
 			r.h.Provider.Reap(ctx, spec.SessionID)
 		}
 	}
-	if _, err := r.h.Provider.Provision(ctx, sandbox.Spec{SessionID: "../x", Image: r.h.Image}); err == nil {
-		t.Errorf("Provision with session id ../x succeeded")
+	if _, err := r.h.Provider.Provision(ctx, sandbox.Spec{SessionID: "../x", Image: r.h.Image}); !errors.Is(err, domain.ErrInvalidID) {
+		t.Errorf("Provision with session id ../x = %v; want domain.ErrInvalidID", err)
 	}
 }
 
@@ -631,14 +648,14 @@ func testEnvironment(t *testing.T, r *run) {
 	}
 	// What the backend sets so that no engine chooses it (Podman would
 	// add container=podman and TERM=xterm, Docker neither).
-	for k, v := range container.EngineEnv() {
+	for k, v := range defaults.Env() {
 		if env[k] != v {
 			t.Errorf("env %s=%q; want %q, whatever the engine", k, env[k], v)
 		}
 	}
 	// What a backend and a shell may add; nothing else.
 	allowed := map[string]bool{"GREETING": true, "EMPTY": true, "PATH": true, "HOME": true, "HOSTNAME": true, "PWD": true, "SHLVL": true, "OLDPWD": true}
-	for k := range container.EngineEnv() {
+	for k := range defaults.Env() {
 		allowed[k] = true
 	}
 	for k := range env {

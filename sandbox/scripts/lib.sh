@@ -1,8 +1,9 @@
 # Functions every script but bulkdiscard.sh and preservemode.sh starts with
 # (see shell.go): sf_report INDEX PATH writes a fault line; sf_replaceable
 # PATH fails for a file a rename cannot replace; sf_fault PATH returns why a
-# new file cannot replace PATH, or 0. Every exit code names its Go constant
-# in a comment; TestScriptExitCodes checks them.
+# new file cannot replace PATH, or 0; sf_absent PATH returns why PATH is not
+# there. Every exit code names its Go constant in a comment;
+# TestScriptExitCodes checks them.
 sf_report() { printf 'stockade: fault %s %s\n' "$1" "$2" >&2; }
 sf_replaceable() {
 	sr_d=${1%/*}; sr_d=${sr_d:-/}
@@ -23,4 +24,14 @@ sf_fault() {
 		sf_replaceable "$sf_p" || return 92 # ExitPathNotReplaceable
 	fi
 	return 0
+}
+sf_absent() {
+	sa_d=${1%/*}; sa_d=${sa_d:-/}
+	while [ ! -e "$sa_d" ]; do
+		if [ -L "$sa_d" ]; then return 91; fi # ExitPathNotDirectory
+		sa_d=${sa_d%/*}; sa_d=${sa_d:-/}
+	done
+	if [ ! -d "$sa_d" ]; then return 91; fi # ExitPathNotDirectory
+	if [ ! -x "$sa_d" ]; then return 88; fi # ExitPathNotReadable
+	return 97 # ExitFileNotExist
 }

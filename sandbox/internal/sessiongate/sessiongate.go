@@ -1,4 +1,10 @@
-package egress
+// Package sessiongate is what every session backend (sandbox/docker,
+// sandbox/kubernetes) makes a session's egress gate from, so that the gate's
+// settings, their checks and their digest exist once. The gate's topology
+// (its network, launch, readiness, record) is internal/egress's, below both
+// faces; this package is the session side of it, and the only one of the two
+// that knows the session API's types (sandbox.GateSpec, its errors).
+package sessiongate
 
 import (
 	"crypto/sha256"
@@ -6,17 +12,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/stockade/stockade/domain"
 	"github.com/stockade/stockade/internal/gate"
 	"github.com/stockade/stockade/sandbox"
 )
-
-// What every session backend (sandbox/docker, sandbox/kubernetes) makes a
-// session's gate from, so that the gate's settings, their checks and their
-// digest exist once.
 
 // ParsePrivate checks a backend's GateAllowPrivate: every entry must be a
 // valid prefix; each is returned masked. A nil or empty list admits no
@@ -95,14 +96,3 @@ func Digest(img string, s gate.Settings, extraHosts []string, out string) string
 	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(sum[:12])
 }
-
-// ProxyEnvAt is what a gated container's environment gets when its gate
-// is at hostport ("host:port"): both spellings of the proxy variables
-// (curl reads only the lower-case http_proxy; the go command reads either).
-func ProxyEnvAt(hostport string) map[string]string {
-	u := "http://" + hostport
-	return map[string]string{"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u}
-}
-
-// proxyHostPort is the gate's address on a gate network.
-var proxyHostPort = Alias + ":" + strconv.Itoa(gate.Port)

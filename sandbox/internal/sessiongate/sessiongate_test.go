@@ -1,4 +1,4 @@
-package egress
+package sessiongate
 
 import (
 	"errors"
@@ -61,12 +61,6 @@ func TestConfigChecks(t *testing.T) {
 		if err := CheckExtraHosts([]string{tc.h}); (err == nil) != tc.ok {
 			t.Errorf("CheckExtraHosts(%q) = %v; want ok %v", tc.h, err, tc.ok)
 		}
-	}
-	if env := ProxyEnvAt("127.0.0.1:3128"); env["https_proxy"] != "http://127.0.0.1:3128" || len(env) != 4 {
-		t.Errorf("ProxyEnvAt = %v", env)
-	}
-	if env := ProxyEnv(); env["HTTP_PROXY"] != "http://stockade-gate:3128" {
-		t.Errorf("ProxyEnv = %v", env)
 	}
 	env := gate.Settings{Listen: "127.0.0.1:3128", Control: "/run/g/control"}.Env()
 	st, err := gate.FromEnv(func(k string) string { return env[k] })

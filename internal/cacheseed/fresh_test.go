@@ -7,7 +7,7 @@ import (
 	"github.com/stockade/stockade/internal/container"
 )
 
-// Fresh is one validation's build cache: a new, randomly named, empty
+// Fresh is one validation's build cache in the tests: a new, randomly named, empty
 // directory that the go command fills, reading the seed (if any) through
 // GOCACHEPROG. Build, vet and test of one validation share it; nothing else
 // ever mounts it.
@@ -23,9 +23,8 @@ type Fresh struct {
 // NewFresh creates a fresh cache directory parent/cache-<random> for one
 // validation starting from seed (the zero Seed gives a plain empty cache),
 // made exactly as a Runner makes a validation's (container.MkdirFresh, mode
-// 0777). Validations run by inspect get theirs from
-// toolchain.Runner.NewBuildCache; NewFresh serves tests and benchmarks that
-// run without a Runner. parent must exist.
+// 0777). Validations get theirs from toolchain.Runner.NewBuildCache; the
+// tests that run without a Runner use this. parent must exist.
 func NewFresh(seed Seed, parent string) (Fresh, error) {
 	if !filepath.IsAbs(parent) {
 		return Fresh{}, fmt.Errorf("cacheseed: cache parent %q is not absolute", parent)

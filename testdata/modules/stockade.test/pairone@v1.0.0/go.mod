@@ -1,0 +1,3 @@
+module stockade.test/pairone
+
+go 1.22

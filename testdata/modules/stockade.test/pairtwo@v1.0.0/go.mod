@@ -1,0 +1,3 @@
+module stockade.test/pairtwo
+
+go 1.22
