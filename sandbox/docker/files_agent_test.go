@@ -101,11 +101,25 @@ func TestAgentStoppedFileOps(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("the stopped agent's channel was not dropped")
 			}
-			out, err := execEngine(ctx, p, sb, "cat /workspace/st/a /workspace/st/d/b; find /workspace -name '"+sandbox.TempPrefix+"*'; ps -o args | grep -c '^/.stockade/stockade-agent' || true")
+			// Hold the background relaunch off while the stopped agent's
+			// end is checked: under load its delay (1 s) can pass before
+			// the check, and a fresh agent is not the stopped one.
+			s := p.agentSlotFor(sb.(*box).id)
+			s.mu.Lock()
+			s.retryAt = time.Now().Add(time.Hour)
+			s.mu.Unlock()
+			var out string
+			var err error
+			for deadline := time.Now().Add(15 * time.Second); ; {
+				out, err = execEngine(ctx, p, sb, "cat /workspace/st/a /workspace/st/d/b; find /workspace -name '"+sandbox.TempPrefix+"*'; ps -o args | grep -c '^/.stockade/stockade-agent' || true")
+				if err != nil || out == "ab0\n" || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
 			if err != nil || out != "ab0\n" {
 				t.Errorf("after the %s: %q, %v; want the files, no temporaries, no agent", op, out, err)
 			}
-			s := p.agentSlotFor(sb.(*box).id)
 			s.mu.Lock()
 			s.retryAt = time.Time{} // past the relaunch delay
 			s.mu.Unlock()
