@@ -72,6 +72,10 @@ import (
 // context has ended: each runs on context.WithoutCancel with its own.
 const (
 	removeBudget = 60 * time.Second // container and volume removal, until gone
+	// memberCreateBudget bounds a pool member's container and volume creates, which a
+	// Close must not cut: a create the engine finishes after its caller
+	// gave up would leave a container nobody knows of.
+	memberCreateBudget = 60 * time.Second
 )
 
 // Config configures a Provider. The zero value works: the engine is found as

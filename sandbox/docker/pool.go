@@ -328,7 +328,9 @@ func (p *Provider) makeMember(ctx context.Context, spec sandbox.Spec) (m *poolMe
 	for i := range r.roots {
 		vols[i] = volumeName(name, i)
 		sb.Mounts[i].Source, keeper.Mounts[i].Source = vols[i], vols[i]
-		v, err := p.createVolume(ctx, dockerapi.VolumeCreate{Name: vols[i], Driver: "local", DriverOpts: r.volOpts[i], Labels: p.memberLabels(label.RolePool, token)})
+		vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), memberCreateBudget) // as the container's create, below
+		v, err := p.createVolume(vctx, dockerapi.VolumeCreate{Name: vols[i], Driver: "local", DriverOpts: r.volOpts[i], Labels: p.memberLabels(label.RolePool, token)})
+		vcancel()
 		if err != nil {
 			return nil, "", fmt.Errorf("docker: create volume %s: %w", vols[i], err)
 		}
@@ -340,7 +342,11 @@ func (p *Provider) makeMember(ctx context.Context, spec sandbox.Spec) (m *poolMe
 	if err != nil {
 		return nil, "", fmt.Errorf("docker: %w", err)
 	}
-	id, err := p.eng.ContainerCreate(ctx, name, cfg)
+	// Not cut by Close (ctx): the engine may finish a create its caller
+	// gave up on, after the removal of what this member made had looked.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), memberCreateBudget)
+	id, err := p.eng.ContainerCreate(cctx, name, cfg)
+	ccancel()
 	if err != nil {
 		return nil, "", fmt.Errorf("docker: create %s: %w", name, err)
 	}
